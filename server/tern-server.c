@@ -2144,6 +2144,12 @@ static void handle_health(tern_server *srv, SoupServerMessage *msg) {
     member_int(b, "queue", srv->pending);
     member_int(b, "served", (gint64)srv->n_served);
     member_int(b, "abandoned", (gint64)srv->n_abandoned);
+    /* Decoded pictures waiting to be encoded, against
+     * TERN_SERVER_IMAGE_MEGAPIXELS: what a 503 images_busy met. */
+    g_mutex_lock(&srv->image_lock);
+    const guint64 held = srv->image_pixels_held;
+    g_mutex_unlock(&srv->image_lock);
+    member_int(b, "image_pixels", (gint64)held);
     json_builder_end_object(b);
     respond_json(srv, msg, broken ? 503 : 200, json_to_text(b));
     g_object_unref(b);

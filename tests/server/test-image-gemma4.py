@@ -17,7 +17,9 @@ tested, the Gemma 4 prompt layout is in tests/engine and tools/compare):
     still waiting to be encoded a 503 images_busy, and what a request held
     is given back."""
 
+import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -125,10 +127,14 @@ for sd in (3, 4, 5):
                  "one new 800 x 800 picture fits, its pixels given back after (%s: %s)"
                  % (s8, raw8[:300]))
 
-# A text answer of 20 tokens (4 s) holds the engine; a request with one
-# picture comes in behind it, its picture decoded and held until the engine
-# encodes it; a third with one picture of its own meets those pixels: 503
-# images_busy (it would fit alone), and once the others are done it passes.
+# A streamed answer of 2,000 tokens (200 ms each) holds the engine until
+# its client leaves; a request with one picture comes in behind it, its
+# picture decoded and held until the engine encodes it (/health's
+# image_pixels says when); a third with one picture of its own meets those
+# pixels: 503 images_busy (it would fit alone). Each step waits for the
+# state the next one needs, not for a time: the third is sent once the
+# pixels are held, and the engine stays busy until the test lets it go.
+# Then the queued picture is answered, and the refused one passes.
 results = {}
 
 
@@ -139,26 +145,60 @@ def send(name, body):
         results[name] = (None, None, None, repr(err).encode())
 
 
-story = {"model": "gemma", "max_tokens": 20,
-         "messages": [{"role": "user", "content": "Tell me a long story."}]}
-long_answer = threading.Thread(target=send, args=("story", story))
-long_answer.start()
-time.sleep(1.0)
+def health():
+    return json.loads(small.request("GET", "/health")[2])
+
+
+def wait_for(what, cond, seconds=120):
+    """Polls /health until cond(its JSON) holds: the deadline only stops a
+    broken server from hanging the test, the checks never read it."""
+    deadline = time.time() + seconds
+    h = health()
+    while not cond(h) and time.time() < deadline:
+        time.sleep(0.05)
+        h = health()
+    checks.check(cond(h), "%s: %r" % (what, h))
+    return h
+
+
+abandoned0 = health()["abandoned"]
+# Its every token a visible "a" (this random model's own answer is new
+# lines, which the stream holds back): each is written at once, so the
+# server sees the client leave at the next one.
+a_token = serverlib.token_ids(model, "a")[-1]
+story = json.dumps({"model": "gemma", "max_tokens": 2000, "stream": True,
+                    "logit_bias": {str(a_token): 100},
+                    "messages": [{"role": "user", "content": "Tell me a long story."}]}).encode()
+holder = socket.create_connection(("127.0.0.1", small.port), timeout=120)
+holder.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+               b"application/json\r\nContent-Length: %d\r\n\r\n" % len(story) + story)
+got = b""
+while b'{"content":"a' not in got:  # its first text: the engine runs it
+    b = holder.recv(4096)
+    if not b:
+        break
+    got += b
+checks.check(got.startswith(b"HTTP/1.1 200") and b'{"content":"a' in got,
+             "the long answer streams: %r" % got[:600])
 queued = threading.Thread(target=send, args=("queued", pictures_body([6])))
 queued.start()
-time.sleep(1.0)
+wait_for("the queued request's picture is decoded and held", lambda h: h["image_pixels"] > 0)
 s9, _, d9, raw9 = ask_pictures(small, [7])
 e9 = (d9 or {}).get("error") or {}
 checks.check(s9 == 503 and e9.get("code") == "images_busy" and
              "retry later" in (e9.get("message") or ""),
              "a picture meeting a queued request's picture: 503 images_busy (%s: %s)"
              % (s9, raw9[:300]))
-long_answer.join(60)
-queued.join(60)
-checks.check(results.get("story", (None,))[0] == 200 and results.get("queued", (None,))[0] == 200,
-             "the long answer and the queued picture both finish (%s, %s)"
-             % (results.get("story", (None, None, None, b"none"))[3][:200],
-                results.get("queued", (None, None, None, b"none"))[3][:200]))
+h = health()
+checks.check(h["queue"] == 2 and h["image_pixels"] > 0,
+             "the long answer still runs and the queued picture still waits: %r" % h)
+holder.close()
+queued.join()  # its post gives up after 120 s without an answer
+checks.check(results.get("queued", (None,))[0] == 200,
+             "the queued picture is answered once the engine is free (%s)"
+             % results.get("queued", (None, None, None, b"none"))[3][:200])
+wait_for("the long answer's client that left counts as abandoned, its pixels none",
+         lambda h: h["abandoned"] == abandoned0 + 1 and h["image_pixels"] == 0)
 s10, _, d10, raw10 = ask_pictures(small, [7])
 checks.check(s10 == 200, "the refused picture passes once the others are done (%s: %s)"
              % (s10, raw10[:300]))
