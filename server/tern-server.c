@@ -628,6 +628,12 @@ static int run_prompts(tern_server *srv, job *j, tn_session *session) {
         j->lp_offset = 0;
         rc = run_completion(srv, j, session, &in->tokens);
         tn_tokens_free(&j->prompts[i].tokens);
+        /* Stopped by its client leaving or the server stopping, not by the
+         * model: the choice was cut, and must not end as if it were whole
+         * (a finish_reason "stop" on a stream's last chunk). */
+        if (rc == TN_OK && (j->stats.stop_reason == TN_STOP_CALLBACK ||
+                            j->stats.stop_reason == TN_STOP_CANCELLED))
+            rc = TN_ERR_CANCELLED;
         j->prompt = NULL; /* the list owns them */
         j->prompt_ids = NULL;
         j->n_prompt_ids = 0;

@@ -29,10 +29,13 @@ a prompt").
   it not run; not streamed: a 400 naming prompt[i], no choices.
 - A client that leaves during the 2nd of 64 long prompts: the rest are not
   run, the next request is answered at once.
+- The server stopped during prompt 0 of a stream: its choice has no
+  finish_reason (it was cut, not finished), the cancelled error names it.
 
 A tiny random-weight model with the real Llama 2 vocabulary (and one with
 serverlib's noclose vocabulary)."""
 
+import http.client
 import json
 import os
 import socket
@@ -457,5 +460,35 @@ check(health.get("abandoned", 0) >= 1 or
       any(isinstance(v, dict) and v.get("abandoned", 0) >= 1 for v in health.values()),
       "the left request counts as abandoned: %r" % out[:300])
 
-check(srv.stop() == 0, "the server stops cleanly: " + srv.stderr()[-2000:])
+# --- the server stopped during a prompt ---------------------------------------
+print("the server stopped during a prompt", flush=True)
+# Prompt 0 of 2 runs for 40 s (2,000 tokens, 20 ms each, the end of text all
+# but banned): the server is stopped once its first chunk is read. Its
+# choice was cut, not finished: no finish_reason, and the error says so.
+c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+c.request("POST", COMPLETIONS, body=json.dumps({
+    "prompt": ["tell me", "x"], "max_tokens": 2000, "logit_bias": {"2": -100},
+    "stream": True}), headers={"Content-Type": "application/json"})
+r = c.getresponse()
+head = b""
+while r.status == 200 and b'"index":0' not in head:
+    line = r.readline()
+    if not line:
+        break
+    head += line
+rc = srv.stop()
+out = head + r.read()
+c.close()
+events = serverlib.sse_events(out) if r.status == 200 else []
+docs = [json.loads(e) for e in events if e != "[DONE]"]
+fins = [d["choices"][0]["finish_reason"] for d in docs if d.get("choices")]
+idx = {d["choices"][0]["index"] for d in docs if d.get("choices")}
+errs = [d["error"] for d in docs if "error" in d]
+check(rc == 0, "the server stops cleanly: " + srv.stderr()[-2000:])
+check(r.status == 200 and events[-1:] == ["[DONE]"] and idx == {0} and fins and
+      all(f is None for f in fins) and len(errs) == 1 and "error" in docs[-1] and
+      errs[0].get("code") == "cancelled" and
+      "choice 0 was cut after" in errs[0].get("message", ""),
+      "stopped during prompt 0: its chunks with no finish_reason, then a cancelled error "
+      "naming it: %s %r" % (r.status, out[-500:]))
 checks.finish()
