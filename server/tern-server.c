@@ -437,6 +437,31 @@ static void on_prompt_logprob(int32_t index, int32_t token, float logprob,
         job_emit(j, ps->text);
 }
 
+/* A text prompt that cannot fit, refused from its length before it is
+ * encoded (as the session does with messages, docs/SESSION.md): a body at
+ * the cap took seconds to encode only to be refused. True with the refusal
+ * in j->err. */
+static bool prompt_cannot_fit(job *j, const tn_tokenizer *tok, tn_session *session,
+                              const char *text) {
+    const size_t len = strlen(text);
+    const size_t at_least =
+        tn_tokenizer_min_tokens(tok, text, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
+    const int32_t n_pin = tn_session_pin_info(session).n_pin;
+    const int32_t room = tn_session_n_ctx(session) - n_pin;
+    if (at_least <= (size_t)(room > 0 ? room : 0))
+        return false;
+    if (n_pin > 0)
+        g_snprintf(j->err.message, sizeof j->err.message,
+                   "the prompt is %zu bytes, at least %zu tokens; %d are free after the "
+                   "%d-token system prompt",
+                   len, at_least, room, n_pin);
+    else
+        g_snprintf(j->err.message, sizeof j->err.message,
+                   "the prompt is %zu bytes, at least %zu tokens; the context holds %d", len,
+                   at_least, room);
+    return true;
+}
+
 /* encoded: the text prompt's tokens when prompts_fit kept them (NULL or
  * empty: encoded here). */
 static int run_completion(tern_server *srv, job *j, tn_session *session,
@@ -453,26 +478,9 @@ static int run_completion(tern_server *srv, job *j, tn_session *session,
     int rc = TN_OK;
     j->run_tokens = 0;
     if (j->prompt) {
-        /* A prompt that cannot fit, refused from its length before it is
-         * encoded (as the session does with messages, docs/SESSION.md): a
-         * body at the cap took seconds to encode only to be refused. */
         const size_t len = strlen(j->prompt);
-        const size_t at_least =
-            tn_tokenizer_min_tokens(tok, j->prompt, len) + (tn_tokenizer_add_bos(tok) ? 1 : 0);
-        const int32_t n_pin = tn_session_pin_info(session).n_pin;
-        const int32_t room = tn_session_n_ctx(session) - n_pin;
-        if (at_least > (size_t)(room > 0 ? room : 0)) {
-            if (n_pin > 0)
-                g_snprintf(j->err.message, sizeof j->err.message,
-                           "the prompt is %zu bytes, at least %zu tokens; %d are free after the "
-                           "%d-token system prompt",
-                           len, at_least, room, n_pin);
-            else
-                g_snprintf(j->err.message, sizeof j->err.message,
-                           "the prompt is %zu bytes, at least %zu tokens; the context holds %d",
-                           len, at_least, room);
+        if (prompt_cannot_fit(j, tok, session, j->prompt))
             return TN_ERR_OVERFLOW;
-        }
         /* A raw continuation: BOS when the vocabulary wants one, control
          * tokens in the prompt recognised (what llama.cpp's server does too). */
         if (encoded && encoded->ids)
@@ -549,7 +557,7 @@ static void lp_settle(job *j) {
  * before any is run: parsing counted the text prompts' from below only.
  * Each text prompt's tokens are kept for its run (run_prompts frees them);
  * a prompt's own errors are left to run_completion. */
-static int prompts_fit(tern_server *srv, job *j) {
+static int prompts_fit(tern_server *srv, job *j, tn_session *session) {
     const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
     gint64 total = 0;
     for (int i = 0; i < j->n_prompts; i++) {
@@ -557,6 +565,15 @@ static int prompts_fit(tern_server *srv, job *j) {
         if (!in->text || !tok) {
             total += in->n_ids;
             continue;
+        }
+        /* One that a lone request would have refused from its length is
+         * refused so, before any is run: encoding it here cost what that
+         * early refusal saves (seconds for a megabyte, the worker held). */
+        if (prompt_cannot_fit(j, tok, session, in->text)) {
+            char why[sizeof j->err.message];
+            g_snprintf(why, sizeof why, "prompt[%d]: %s", i, j->err.message);
+            g_strlcpy(j->err.message, why, sizeof j->err.message);
+            return TN_ERR_OVERFLOW;
         }
         tn_error e;
         if (tn_tokenize(tok, in->text, strlen(in->text),
@@ -614,7 +631,7 @@ static void end_choice(job *j, const char *finish) {
 static int run_prompts(tern_server *srv, job *j, tn_session *session) {
     j->choices = g_new0(job_choice, j->n_prompts);
     tn_session_stats sum = {0};
-    int rc = prompts_fit(srv, j);
+    int rc = prompts_fit(srv, j, session);
     for (int i = 0; i < j->n_prompts && rc == TN_OK; i++) {
         if (job_abandoned(j)) {
             rc = TN_ERR_CANCELLED;

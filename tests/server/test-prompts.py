@@ -231,6 +231,16 @@ for prompt, param, words in refusals:
     err = (d or {}).get("error") or {}
     check(status == 400 and err.get("param") == param and words in err.get("message", ""),
           "prompt %s: 400 naming %r: %s %r" % (str(prompt)[:40], words, status, raw[:300]))
+# Two prompts that their length alone refuses (a lone one's 400 comes from
+# the tokenizer's bound, before it is encoded): refused so, naming the first,
+# not after encoding both, which counted 480,004 tokens over the total bound.
+status, _, d, raw = srv.post(COMPLETIONS, {"prompt": [" a" * 240000] * 2, "max_tokens": 1},
+                            timeout=600)
+err = (d or {}).get("error") or {}
+check(status == 400 and err.get("message", "").startswith("prompt[0]: the prompt is 480000 bytes")
+      and "the context holds" in err.get("message", ""),
+      "2 prompts each over the context by the bound: refused from it: %s %r"
+      % (status, raw[:300]))
 status, _, d, raw = srv.post(COMPLETIONS, {"prompt": ["a", "b"], "max_tokens": 131073},
                             timeout=600)
 err = (d or {}).get("error") or {}
