@@ -105,10 +105,13 @@ bool tn_tokenizer_add_space_prefix(const tn_tokenizer *tok) { return tok && tok-
  * the count, whatever the text (docs/TOKENIZER.md, "Refusing early"). A
  * bound from the longest token alone was weak: Qwen's longest token is 128
  * spaces, which said nothing about a megabyte of "a". Where NFC may change
- * the text first, only ASCII bytes that no following character can join
- * keep their own weight; the others weigh what any byte of the normalized
- * text does, a third of them at least surviving (4 leaves room: three
- * Hangul jamo, 9 bytes, make one syllable of 3). */
+ * the text first, it changes it segment by segment, as tn_nfc cuts it (a
+ * segment starts at a starter that no character before can join): the
+ * bytes of a segment it copies keep their own weight; those of one it
+ * normalizes weigh what any byte of the normalized text does, a third of
+ * them at least surviving (4 leaves room: three Hangul jamo, 9 bytes, make
+ * one syllable of 3). One such character once cost the whole text its
+ * weight: a megabyte of CJK with one "e\u0301" was 1,953 tokens at least. */
 size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, const char *text, size_t len) {
     if (!tok || !text)
         return 0;
@@ -116,13 +119,37 @@ size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, const char *text, size_t
     const bool as_is = !tok->nfc || tn_nfc_quick_check(text, len);
     size_t whole = 0;
     uint64_t frac = 0;
-    for (size_t i = 0; i < len; i++) {
-        const bool own = as_is || (p[i] < 0x80 && (i + 1 == len || p[i + 1] < 0x80));
-        frac += own ? tok->min_weight[p[i]] : tok->nfc_weight;
-        if (frac >> 62) {
-            whole += (size_t)(frac >> 32);
-            frac &= UINT32_MAX;
+    size_t seg = 0;     /* start of the segment being read */
+    bool dirty = false; /* NFC may change it */
+    uint8_t last_ccc = 0;
+    for (size_t i = 0; i <= len;) {
+        size_t adv = 1;
+        uint32_t flags = 0;
+        uint8_t ccc = 0;
+        if (!as_is && i < len && p[i] >= 0x80) {
+            const uint32_t cp = tn_utf8_decode(text + i, len - i, &adv);
+            if (cp != TN_UTF8_INVALID) {
+                flags = tn_unicode_flags(cp);
+                ccc = tn_unicode_ccc(cp);
+            }
         }
+        const bool not_yes = flags & (TN_UC_NFC_NO | TN_UC_NFC_MAYBE);
+        if (i == len || as_is || (ccc == 0 && !not_yes)) {
+            for (; seg < i; seg++) {
+                frac += dirty ? tok->nfc_weight : tok->min_weight[p[seg]];
+                if (frac >> 62) {
+                    whole += (size_t)(frac >> 32);
+                    frac &= UINT32_MAX;
+                }
+            }
+            dirty = false;
+        } else if (not_yes || (ccc != 0 && last_ccc > ccc)) {
+            dirty = true;
+        }
+        last_ccc = ccc;
+        if (i == len)
+            break;
+        i += adv;
     }
     return whole + (size_t)(frac >> 32);
 }
