@@ -35,6 +35,8 @@ struct _TernMessageRow {
   gboolean show_all;            /* a long question shown whole, on request */
   gboolean last;                /* the last turn (tern_message_row_set_last) */
   gboolean fixes;               /* the ways out of its error, while last */
+  char *error;                  /* the message's own error, else NULL */
+  char *refusal;                /* why a new answer was refused, while last */
 };
 
 /* A streaming answer is re-rendered at most this often: each render
@@ -498,12 +500,36 @@ tern_message_row_set_stats (TernMessageRow *self,
   gtk_widget_set_visible (GTK_WIDGET (self->stats_label), stats != NULL && *stats);
 }
 
+/* A refusal, while there is one, says more than the row's own error: it
+ * is what the user just did. */
+static void
+show_error (TernMessageRow *self)
+{
+  const char *shown = self->refusal != NULL ? self->refusal : self->error;
+
+  gtk_label_set_text (self->error_label, shown ? shown : "");
+  gtk_widget_set_visible (GTK_WIDGET (self->error_label), shown != NULL && *shown);
+}
+
 void
 tern_message_row_set_error (TernMessageRow *self,
                             const char     *error)
 {
-  gtk_label_set_text (self->error_label, error ? error : "");
-  gtk_widget_set_visible (GTK_WIDGET (self->error_label), error != NULL && *error);
+  g_free (self->error);
+  self->error = g_strdup (error);
+  show_error (self);
+}
+
+void
+tern_message_row_set_refusal (TernMessageRow *self,
+                              const char     *refusal)
+{
+  g_return_if_fail (TERN_IS_MESSAGE_ROW (self));
+
+  g_free (self->refusal);
+  self->refusal = g_strdup (refusal);
+  show_error (self);
+  tern_message_row_set_fixes (self, refusal != NULL);
 }
 
 void
@@ -518,7 +544,15 @@ tern_message_row_set_last (TernMessageRow *self,
   /* The next message sent (or written again) is a new state: these ways
    * out were for this one only. */
   if (!last)
-    self->fixes = FALSE;
+    {
+      self->fixes = FALSE;
+      /* A refused Regenerate spoke of this turn as the last one. */
+      if (self->refusal != NULL)
+        {
+          g_clear_pointer (&self->refusal, g_free);
+          show_error (self);
+        }
+    }
   gtk_widget_set_visible (GTK_WIDGET (self->fix_box), self->fixes && self->last);
 }
 
@@ -544,7 +578,7 @@ on_copy_clicked (TernMessageRow *self)
 {
   /* An answer refused before its first word shows only its error: that is
    * what is copied (it emptied the clipboard, and said "Message copied"). */
-  const char *shown = self->text->len > 0 ? self->text->str : gtk_label_get_text (self->error_label);
+  const char *shown = self->text->len > 0 ? self->text->str : self->error ? self->error : "";
 
   if (*shown == '\0')
     return;
@@ -656,6 +690,8 @@ tern_message_row_finalize (GObject *object)
   TernMessageRow *self = TERN_MESSAGE_ROW (object);
 
   g_free (self->role);
+  g_free (self->error);
+  g_free (self->refusal);
   g_string_free (self->text, TRUE);
   g_byte_array_unref (self->drafted);
   G_OBJECT_CLASS (tern_message_row_parent_class)->finalize (object);

@@ -46,6 +46,12 @@ void            tern_message_row_set_last   (TernMessageRow *self,
  * long as the row is the last turn; the next message sent takes them away. */
 void            tern_message_row_set_fixes  (TernMessageRow *self,
                                              gboolean        fixes);
+/* Under an answer kept because the Regenerate meant to replace it was
+ * refused for such a state: why, with those two buttons, in place of the
+ * row's own error while it is the last turn; not saved (docs/APP.md,
+ * "A message too long"). NULL takes it away. */
+void            tern_message_row_set_refusal (TernMessageRow *self,
+                                              const char     *refusal);
 /* The box of those buttons while it is shown, else NULL: for tests. */
 GtkWidget      *tern_message_row_get_fix_box (TernMessageRow *self);
 /* Shows the images sent with the message (GBytes of image files). */

@@ -498,6 +498,7 @@ on_finished (TernWindow              *self,
   g_autofree char *figures = NULL;
   const char *outcome = NULL;
   gboolean overflow;
+  g_autofree char *refusal = NULL;
 
   if (ev->id != self->gen_id)
     return;
@@ -573,10 +574,12 @@ on_finished (TernWindow              *self,
    * changes something: a state, not news. A toast said it for four seconds
    * over the row that already did; the row keeps the sentence with its two
    * ways out, until the next message (docs/APP.md, "A message too long"). */
-  /* (A Regenerate that wrote nothing puts back the answer it was to
-   * replace, and this row goes: the toast says it then.) */
-  overflow = error != NULL && stats->error_code == TN_ERR_OVERFLOW
-             && !(self->regenerated_taken != NULL && wrote_nothing);
+  /* A Regenerate that wrote nothing puts back the answer it was to
+   * replace, and this row goes: the answer put back says it instead. */
+  overflow = error != NULL && stats->error_code == TN_ERR_OVERFLOW;
+  if (overflow && self->regenerated_taken != NULL && wrote_nothing)
+    /* Translators: %s says why, and what to change */
+    refusal = g_strdup_printf (_("No new answer could be written, so this one is kept. %s"), m->error);
   tern_message_row_set_fixes (self->streaming_row, overflow);
   tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
@@ -600,16 +603,21 @@ on_finished (TernWindow              *self,
   g_clear_pointer (&self->regenerated_text, g_free);
 
   /* A Regenerate that wrote nothing leaves the answer it was to replace,
-   * which was lost for an error (the toast above has it). */
+   * which was lost for an error (the toast above has it, or for a message
+   * too long, the answer put back: a state the user changes, with its
+   * ways out, like Send's). */
   if (self->regenerated_taken != NULL && wrote_nothing)
     {
       guint index = self->streaming_index;
+      TernMessageRow *row = NULL;
 
       g_ptr_array_unref (tern_chat_take_from (self->chat, index));
       _tern_window_remove_rows_from (self, index);
       tern_chat_restore (self->chat, self->regenerated_taken);
       for (guint i = index; i < tern_chat_get_n_messages (self->chat); i++)
-        _tern_window_add_row (self, tern_chat_get_message (self->chat, i));
+        row = _tern_window_add_row (self, tern_chat_get_message (self->chat, i));
+      if (row != NULL && refusal != NULL)
+        tern_message_row_set_refusal (row, refusal);
       /* Back with its own mark, if it had one: nothing is owed. */
       self->regenerated_prompt_changed = FALSE;
       self->regenerated_alone = FALSE;

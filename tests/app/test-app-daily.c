@@ -1665,7 +1665,8 @@ find_preferences (void)
  * and no toast repeats it for four seconds beside the row (it did, and
  * went). The last row is the failed answer. */
 static void
-check_overflow_state (Fixture *f)
+check_overflow_state (Fixture    *f,
+                      const char *shot_name)
 {
   TernWindow *w = f->w;
   guint n = tern_chat_get_n_messages (tern_window_get_chat (w));
@@ -1687,7 +1688,7 @@ check_overflow_state (Fixture *f)
   for (int narrow = 0; narrow < 2; narrow++)
     {
       int want = narrow ? 360 : 800;
-      g_autofree char *shot = g_strdup_printf ("daily-context-overflow-%d.png", want);
+      g_autofree char *shot = g_strdup_printf ("%s-%d.png", shot_name, want);
 
       gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
       spin_for (0.5);
@@ -1709,6 +1710,120 @@ check_overflow_state (Fixture *f)
   while (find_preferences () != NULL)
     gtk_window_destroy (find_preferences ());
   spin_for (0.2);
+}
+
+/* A Regenerate whose message no longer fits (the context made smaller in
+ * Preferences since the answer) is the same state as a Send that does not
+ * fit: the reason on the row with its two ways out, no toast. The answer it
+ * was to replace is not lost: it is back on its row, in the chat and in the
+ * file, with the reason under it while it is the last turn. Then Edit
+ * Message, and the message sent again as it was: it does not fit either,
+ * and says so on the new failed answer's row (Send's state). */
+static GtkWidget *find_mapped_label (GtkWidget *widget, const char *needle);
+
+static void
+check_regenerate_overflow (Fixture    *f,
+                           const char *model)
+{
+  TernChat *chat;
+  TernMessage *m;
+  GString *s = g_string_new (NULL);
+  g_autofree char *kept = NULL;
+  g_autofree char *question = NULL;
+  GtkWidget *row, *fixes;
+  int width = gtk_widget_get_width (GTK_WIDGET (f->w));
+
+  /* Some 600 tokens: answered in 1024, alone too long for 512. */
+  for (int i = 0; i < 90; i++)
+    g_string_append (s, "seabird ");
+  question = g_string_free (s, FALSE);
+  g_settings_set_int (f->settings, "context-size", 1024);
+  g_settings_set_int (f->settings, "max-tokens", 32);
+  if (!load_model (f, model))
+    return;
+  /* (The keyboard walk left the system prompt panel open, over the chat.) */
+  if (pin_panel_open (f->w))
+    activate (f->w, "show-pin-panel", NULL);
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  chat = tern_window_get_chat (f->w);
+  m = send_and_wait (f->w, question);
+  CHECKF (m != NULL && m->error == NULL && m->text[0] != '\0', "answered in 1024: %s",
+          m && m->error ? m->error : "(none)");
+  if (m == NULL || m->error != NULL)
+    return;
+  kept = g_strdup (m->text);
+  g_settings_set_int (f->settings, "context-size", 512);
+  if (!load_model (f, model))
+    return;
+  CHECK (tern_window_get_chat (f->w) == chat);
+  tern_window_dismiss_toasts (f->w);
+  spin_for (0.3);
+  activate (f->w, "regenerate", NULL);
+  CHECK (wait_for (f->w, not_generating, 60));
+  /* The answer is back, in the chat and on its row. */
+  m = last_message (f->w);
+  CHECKF (tern_chat_get_n_messages (chat) == 2 && m != NULL && m->error == NULL
+          && g_str_equal (m->text, kept),
+          "%u messages, the last: error %s, text \"%.40s\"", tern_chat_get_n_messages (chat),
+          m && m->error ? m->error : "(none)", m ? m->text : "");
+  row = tern_window_get_row (f->w, 1);
+  CHECK (tern_window_get_n_rows (f->w) == 2 && row != NULL
+         && g_str_equal (tern_message_row_get_text (TERN_MESSAGE_ROW (row)), kept));
+  /* The reason on that row, with the ways out, and no toast. */
+  fixes = row ? tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) : NULL;
+  CHECKF (fixes != NULL, "no ways out under the kept answer; the window's error: %s",
+          tern_window_get_last_error (f->w) ? tern_window_get_last_error (f->w) : "(none)");
+  CHECK (button_labelled (fixes, "Edit Message") != NULL
+         && button_labelled (fixes, "Preferences") != NULL);
+  CHECKF (row != NULL && find_mapped_label (row, "512-token context on its own") != NULL,
+          "the kept answer's row does not say the message does not fit");
+  spin_for (0.5);
+  CHECKF (toasts_with (f->w, "does not fit") == 0, "%u toasts say the message does not fit",
+          toasts_with (f->w, "does not fit"));
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-context-regenerate-overflow-%d.png", want);
+
+      gtk_window_set_default_size (GTK_WINDOW (f->w), want, 760);
+      spin_for (0.5);
+      CHECKF (wait_for (f->w, end_in_view, 10), "at %d px the kept answer's end is out of view",
+              want);
+      CHECK (fixes != NULL && gtk_widget_get_mapped (button_labelled (fixes, "Edit Message"))
+             && gtk_widget_get_mapped (button_labelled (fixes, "Preferences")));
+      CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (f->w), width, 760);
+  spin_for (0.3);
+  tern_chat_wait_saves ();
+  {
+    g_autofree char *path = g_strdup_printf ("%s/%s.json", f->chats_dir, tern_chat_get_id (chat));
+    g_autoptr(TernChat) saved = tern_chat_load (path, NULL);
+
+    CHECK (saved != NULL && tern_chat_get_n_messages (saved) == 2
+           && g_str_equal (tern_chat_get_message (saved, 1)->text, kept)
+           && tern_chat_get_message (saved, 1)->error == NULL);
+  }
+  /* Edit Message takes the question back; sent again as it was, it does
+   * not fit: Send's state, on the failed answer's row. */
+  if (fixes != NULL)
+    g_signal_emit_by_name (button_labelled (fixes, "Edit Message"), "clicked");
+  spin_for (0.3);
+  CHECKF (tern_chat_get_n_messages (chat) == 0, "after Edit Message: %u messages",
+          tern_chat_get_n_messages (chat));
+  tern_window_dismiss_toasts (f->w);
+  {
+    g_autofree char *back = tern_composer_get_text (f->w->composer);
+
+    CHECK (back != NULL && g_str_equal (g_strstrip (back), g_strstrip (question)));
+    tern_composer_set_text (f->w->composer, "");
+  }
+  m = send_and_wait (f->w, question);
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "512-token context on its own") != NULL,
+          "sent again after Edit Message: %s", m && m->error ? m->error : "(none)");
+  check_overflow_state (f, "daily-context-edit-resend-overflow");
+  tern_window_dismiss_toasts (f->w);
 }
 
 static void
@@ -1894,7 +2009,7 @@ part_context (Fixture *f)
             "%zu bytes shown, a line break at %td", strlen (shown),
             strchr (shown, '\n') ? strchr (shown, '\n') - shown : -1);
   }
-  check_overflow_state (f);
+  check_overflow_state (f, "daily-context-overflow");
   /* Edit Message takes the message back to be shortened. */
   {
     GtkWidget *row = tern_window_get_row (f->w, 1);
@@ -2285,6 +2400,7 @@ part_context (Fixture *f)
   }
   check_old_refused_marks (f);
   check_keyboard_walk (f);
+  check_regenerate_overflow (f, model);
 }
 
 /* ----------------------------------------------------------------- scroll */
