@@ -219,7 +219,9 @@ lift_toasts (TernWindow *self)
   if (g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "chat") == 0
       && gtk_widget_get_mapped (GTK_WIDGET (self->composer)))
     lift = gtk_widget_get_height (GTK_WIDGET (self->stats_bar))
-           + gtk_widget_get_height (GTK_WIDGET (self->composer));
+           + gtk_widget_get_height (GTK_WIDGET (self->composer))
+           /* (0 while it is hidden) */
+           + gtk_widget_get_height (GTK_WIDGET (self->jump_revealer));
   chat_column_sides (self, &left, &right);
   if (lift == self->toast_lift_px && left == self->toast_left_px && right == self->toast_right_px)
     return;

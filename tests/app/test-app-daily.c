@@ -2565,6 +2565,206 @@ check_user_scroll_kept (TernWindow *w)
   CHECK (wait_for (w, end_in_view, 20));
 }
 
+/* The figures line of the last row: its allocation inside the viewport,
+ * whole (as tall as it asks to be at its width). */
+static gboolean
+last_figures_in_view (TernWindow *w)
+{
+  GtkWidget *scroller = tern_window_get_transcript_scroller (w);
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  TernChat *chat = tern_window_get_chat (w);
+  guint n = tern_chat_get_n_messages (chat);
+  GtkWidget *row = n ? tern_window_get_row (w, n - 1) : NULL;
+  g_autofree char *figures = n ? tern_message_format_stats (tern_chat_get_message (chat, n - 1)) : NULL;
+  GtkLabel *label = row && figures ? find_figures_label (row, figures) : NULL;
+  graphene_rect_t r;
+  int natural = 0;
+
+  if (label == NULL || !gtk_widget_get_mapped (GTK_WIDGET (label))
+      || !gtk_widget_compute_bounds (GTK_WIDGET (label), scroller, &r) || r.size.height <= 0)
+    return FALSE;
+  gtk_widget_measure (GTK_WIDGET (label), GTK_ORIENTATION_VERTICAL,
+                      gtk_widget_get_width (GTK_WIDGET (label)), NULL, &natural, NULL, NULL);
+  if (!(r.origin.y >= -0.5 && r.origin.y + r.size.height <= gtk_adjustment_get_page_size (adj) + 0.5
+        && r.size.height + 0.5 >= natural))
+    return FALSE;
+  /* Nor under a toast (lifted above the composer, it lies over the
+   * transcript's bottom). */
+  if (!gtk_widget_compute_bounds (GTK_WIDGET (label), GTK_WIDGET (w), &r))
+    return FALSE;
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    {
+      graphene_rect_t t;
+
+      if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c)
+          && gtk_widget_compute_bounds (c, GTK_WIDGET (w), &t)
+          && graphene_rect_intersection (&r, &t, NULL))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+print_last_figures (TernWindow *w,
+                    int         turn)
+{
+  GtkWidget *scroller = tern_window_get_transcript_scroller (w);
+  GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  TernChat *chat = tern_window_get_chat (w);
+  guint n = tern_chat_get_n_messages (chat);
+  GtkWidget *row = n ? tern_window_get_row (w, n - 1) : NULL;
+  g_autofree char *figures = n ? tern_message_format_stats (tern_chat_get_message (chat, n - 1)) : NULL;
+  GtkLabel *label = row && figures ? find_figures_label (row, figures) : NULL;
+  graphene_rect_t r = GRAPHENE_RECT_INIT (0, 0, 0, 0), rr = GRAPHENE_RECT_INIT (0, 0, 0, 0);
+
+  if (label != NULL && !gtk_widget_compute_bounds (GTK_WIDGET (label), scroller, &r))
+    r = GRAPHENE_RECT_INIT (0, 0, 0, 0);
+  if (row != NULL && !gtk_widget_compute_bounds (row, scroller, &rr))
+    rr = GRAPHENE_RECT_INIT (0, 0, 0, 0);
+  fprintf (stderr, "turn %d: figures \"%s\" at y %.1f h %.1f; row y %.1f h %.1f; "
+           "value %.1f upper %.1f page %.1f; following %d, transcript margin %d\n", turn,
+           figures ? figures : "(none)", r.origin.y, r.size.height, rr.origin.y, rr.size.height,
+           gtk_adjustment_get_value (adj), gtk_adjustment_get_upper (adj),
+           gtk_adjustment_get_page_size (adj), w->stick_to_bottom,
+           gtk_widget_get_margin_bottom (GTK_WIDGET (w->message_box)));
+  for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (w->toast_overlay)); c != NULL;
+       c = gtk_widget_get_next_sibling (c))
+    if (g_strcmp0 (gtk_widget_get_css_name (c), "toast") == 0 && gtk_widget_get_mapped (c)
+        && gtk_widget_compute_bounds (c, scroller, &r))
+      fprintf (stderr, "  a toast at y %.1f h %.1f\n", r.origin.y, r.size.height);
+}
+
+/* Some mapped label of the transcript, in view, overlaps the rectangle
+ * (the scroller's coordinates): its text, else NULL. */
+static const char *
+label_under (GtkWidget             *widget,
+             GtkWidget             *scroller,
+             const graphene_rect_t *area)
+{
+  graphene_rect_t r, view;
+
+  if (!gtk_widget_get_mapped (widget))
+    return NULL;
+  view = GRAPHENE_RECT_INIT (0, 0, gtk_widget_get_width (scroller), gtk_widget_get_height (scroller));
+  if (GTK_IS_LABEL (widget) && *gtk_label_get_text (GTK_LABEL (widget)) != '\0'
+      && gtk_widget_compute_bounds (widget, scroller, &r)
+      && graphene_rect_intersection (&r, &view, &r) && graphene_rect_intersection (&r, area, NULL))
+    return gtk_label_get_text (GTK_LABEL (widget));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      const char *found = label_under (c, scroller, area);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* 62 turns sent and answered in one sitting (short answers, a tiny
+ * model): after each of the last turns the view follows the end with the
+ * last answer's figures line whole inside the viewport (a walk saw it cut
+ * at the bottom edge once a live chat passed some 60 turns; only a chat
+ * reopened was tested). Then, scrolled up a little, the Jump to the End
+ * button covers no text in view. */
+static void
+check_live_turns (Fixture       *f,
+                  const char    *model,
+                  GtkAdjustment *adj)
+{
+  GtkWidget *scroller = tern_window_get_transcript_scroller (f->w);
+
+  /* Chat, in a context that the conversation outgrows on the way (a
+   * demo model's small one did near turn 60; a small one here keeps each
+   * prompt short): the oldest turns go, and a toast says so, while the
+   * view follows the end. */
+  g_settings_set_int (f->settings, "max-tokens", 6);
+  g_settings_set_int (f->settings, "context-size", 256);
+  if (!load_model (f, model))
+    return;
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  for (int turn = 1; turn <= 62; turn++)
+    {
+      g_autofree char *text = g_strdup_printf ("Turn %d.", turn);
+      guint start = tern_chat_get_context_start (tern_window_get_chat (f->w));
+      TernMessage *m = send_and_wait (f->w, text);
+
+      /* (An answer may be cut off at the end of the context: its figures
+       * line says so.) */
+      CHECKF (m != NULL && m->stats.generated_tokens > 0, "live turn %d: %s", turn,
+              m && m->error ? m->error : "");
+      if (tern_chat_get_context_start (tern_window_get_chat (f->w)) != start)
+        fprintf (stderr, "live turn %d: messages from %u are in the context\n", turn,
+                 tern_chat_get_context_start (tern_window_get_chat (f->w)));
+      /* (Within a second: a toast up stays four.) */
+      wait_for (f->w, last_figures_in_view, 1);
+      if (!last_figures_in_view (f->w))
+        print_last_figures (f->w, turn);
+      CHECKF (last_figures_in_view (f->w), "live turn %d: the last figures line is not whole in view",
+              turn);
+    }
+  CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-62-live-turns.png"));
+  /* Scrolled up by a little and by more: the button covers nothing, at
+   * this width and at 360 px. */
+  for (int i = 0; i < 6; i++)
+    {
+      static const double up[] = { 12, 40, 150 };
+      guint n = tern_chat_get_n_messages (tern_window_get_chat (f->w));
+      GtkWidget *last = n ? tern_window_get_row (f->w, n - 1) : NULL;
+      GtkWidget *jump;
+      graphene_rect_t b;
+      const char *under;
+
+      if (i == 3)
+        {
+          gtk_window_set_default_size (GTK_WINDOW (f->w), 360, 700);
+          _tern_window_scroll_to_end (f->w);
+          CHECK (wait_for (f->w, end_in_view, 20));
+          if (!wait_for (f->w, last_figures_in_view, 1))
+            print_last_figures (f->w, 62);
+          CHECK (save_screenshot (GTK_WIDGET (f->w), "daily-scroll-62-live-turns-360.png"));
+          CHECK (last_figures_in_view (f->w));
+        }
+      gtk_adjustment_set_value (adj, gtk_adjustment_get_upper (adj)
+                                     - gtk_adjustment_get_page_size (adj) - up[i % 3]);
+      CHECK (wait_for (f->w, jump_offered, 10));
+      spin_for (0.5);
+      jump = tern_window_get_jump_button (f->w);
+      if (jump == NULL || last == NULL || !gtk_widget_compute_bounds (jump, scroller, &b))
+        {
+          CHECK (!"the Jump to the End button has no place");
+          continue;
+        }
+      under = label_under (gtk_widget_get_parent (last), scroller, &b);
+      CHECKF (under == NULL, "%d px wide, %.0f px up: the Jump to the End button "
+              "(%.0f,%.0f %.0fx%.0f) covers \"%s\"", gtk_widget_get_width (GTK_WIDGET (f->w)),
+              up[i % 3], b.origin.x, b.origin.y, b.size.width, b.size.height, under ? under : "");
+      if (i % 3 == 0)
+        {
+          g_autofree char *shot = g_strdup_printf ("daily-scroll-jump-near-end-%d.png",
+                                                   gtk_widget_get_width (GTK_WIDGET (f->w)));
+
+          CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+        }
+    }
+  gtk_window_set_default_size (GTK_WINDOW (f->w), 1000, 700);
+  _tern_window_scroll_to_end (f->w);
+  CHECK (wait_for (f->w, end_in_view, 20));
+}
+
+static void
+part_live (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+
+  fixture_window (f, 1000, 700);
+  if (model == NULL)
+    return;
+  check_live_turns (f, model, gtk_scrolled_window_get_vadjustment (
+                                GTK_SCROLLED_WINDOW (tern_window_get_transcript_scroller (f->w))));
+}
+
 static void
 part_scroll (Fixture *f)
 {
@@ -5264,6 +5464,8 @@ main (int   argc,
     part_context (&f);
   else if (g_str_equal (part, "scroll"))
     part_scroll (&f);
+  else if (g_str_equal (part, "live"))
+    part_live (&f);
   else if (g_str_equal (part, "sidebar"))
     part_sidebar (&f);
   else if (g_str_equal (part, "widths"))
