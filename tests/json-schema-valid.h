@@ -1,6 +1,10 @@
 /* JSON Schema's meaning of the subset tn_json_schema compiles, with
- * "additionalProperties" false throughout, "anyOf", "oneOf" (exactly one
- * branch) and local "$ref"s: the
+ * "anyOf", "oneOf" (exactly one branch), local "$ref"s and
+ * "additionalProperties" as the spec reads it: absent (or true), an object
+ * takes any key its "properties" do not name, with any value; false, none.
+ * The checker writes only named keys either way, but a oneOf is judged by
+ * this meaning: a value one branch writes may be valid against an open
+ * branch too. The
  * validator that tests/engine/test-json-schema.c and
  * tests/fuzz/fuzz-json-schema.c hold the checker's finished documents to,
  * one copy for both. It reads the schema itself and
@@ -147,6 +151,7 @@ static bool jsv_valid_in(const tn_json *root, const tn_json *schema, const tn_js
         return false;
     if (v->type == TN_JSON_OBJECT) {
         const tn_json *props = tn_json_get(schema, "properties");
+        const tn_json *extra = tn_json_get(schema, "additionalProperties");
         for (size_t i = 0; i < v->n; i++) {
             const tn_json *m = &v->v.items[i];
             const tn_json *sub = NULL;
@@ -154,7 +159,9 @@ static bool jsv_valid_in(const tn_json *root, const tn_json *schema, const tn_js
                 if (props->v.items[k].key_len == m->key_len &&
                     !memcmp(props->v.items[k].key, m->key, m->key_len))
                     sub = &props->v.items[k];
-            if (!sub || !jsv_valid_in(root, sub, m, 64))
+            if (sub ? !jsv_valid_in(root, sub, m, 64)
+                    : tn_json_is(extra, TN_JSON_BOOL) ? !extra->b
+                    : extra && !jsv_valid_in(root, extra, m, 64))
                 return false;
             for (size_t k = 0; k < i; k++)
                 if (v->v.items[k].key_len == m->key_len &&
