@@ -172,6 +172,7 @@ typedef struct compiler {
     uint32_t n_disc, cap_disc;
     uint32_t apart_budget; /* steps left to tell oneOf branches apart, all of them */
     uint32_t lit_budget;   /* and enum values left to compare */
+    bool apart_cut;        /* a look for the pair at hand stopped at a bound */
     char path[256];        /* JSON pointer of the node being compiled, for messages */
 } compiler;
 
@@ -1454,6 +1455,10 @@ static bool lit_in_types(const tn_json_schema *s, const sc_str *l, uint8_t t) {
 }
 
 #define APART_DEPTH (4 * TN_JSON_SCHEMA_MAX_DEPTH)
+/* The look's budgets, for the whole schema: steps, and enum values
+ * compared (a value read weighing 64). */
+#define APART_STEPS (1 << 14)
+#define APART_LITS (1 << 20)
 
 /* No value is valid against both nodes a and b, as far as a bounded look
  * can show (false: they may share one, or the look ran out). Refs are
@@ -1470,8 +1475,12 @@ static bool lit_in_types(const tn_json_schema *s, const sc_str *l, uint8_t t) {
  * finds it valid against {"required": ["b"]} as well. */
 static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
     const tn_json_schema *s = c->s;
-    if (a == b || depth > APART_DEPTH || c->apart_budget == 0)
+    if (a == b)
         return false;
+    if (depth > APART_DEPTH || c->apart_budget == 0) {
+        c->apart_cut = true;
+        return false;
+    }
     c->apart_budget--;
     const sc_node *x = &s->nodes[a], *y = &s->nodes[b];
     if (x->uni || y->uni)
@@ -1488,8 +1497,10 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
         /* Each value read once (a read weighs as 64 comparisons), then
          * every pair compared: bounded by lit_budget, all oneOfs together. */
         const uint64_t cost = (uint64_t)x->n_lit * y->n_lit + 64 * ((uint64_t)x->n_lit + y->n_lit);
-        if (cost > c->lit_budget)
+        if (cost > c->lit_budget) {
+            c->apart_cut = true;
             return false;
+        }
         c->lit_budget -= (uint32_t)cost;
         double *u = malloc(((size_t)x->n_lit + y->n_lit) * sizeof *u);
         uint8_t *ku = malloc((size_t)x->n_lit + y->n_lit);
@@ -1556,19 +1567,64 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
 
 /* A oneOf taken as an anyOf is exact only where no value is valid against
  * two branches: "exactly one" then holds of every value either takes.
- * Where two may overlap, the refusal names them (docs/SERVER.md). */
+ * Where two may overlap, the refusal names them (docs/SERVER.md); where
+ * the look stopped at one of its bounds first, it says so, as the two may
+ * well be apart (a pair that recurses in step, or enums too long to
+ * compare within the budget). */
 static int check_one_of(compiler *c, uint32_t i) {
     tn_json_schema *s = c->s;
     const sc_node *n = &s->nodes[i];
     for (uint32_t a = 0; a < n->n_any; a++)
-        for (uint32_t b = a + 1; b < n->n_any; b++)
-            if (!apart(c, s->branches[n->any0 + a], s->branches[n->any0 + b], 0))
+        for (uint32_t b = a + 1; b < n->n_any; b++) {
+            c->apart_cut = false;
+            if (apart(c, s->branches[n->any0 + a], s->branches[n->any0 + b], 0))
+                continue;
+            if (c->apart_cut)
                 return tn_fail(c->err, TN_ERR_INVALID,
-                               "\"oneOf\" branches %u and %u may both take one value, and a "
-                               "value must match exactly one: give them a required property "
-                               "with a different const in each, or different types, or write "
-                               "\"anyOf\" (schema at #%.*s)",
-                               a, b, ANY_WHERE(s, i));
+                               "\"oneOf\" branches %u and %u could not be shown apart within "
+                               "the bounds of the search (%d steps, %d levels, %d enum value "
+                               "comparisons), and a value must match exactly one: make them "
+                               "simpler to tell apart (a required property with a different "
+                               "const in each, or different types) or write \"anyOf\" (schema "
+                               "at #%.*s)",
+                               a, b, APART_STEPS, APART_DEPTH, APART_LITS, ANY_WHERE(s, i));
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "\"oneOf\" branches %u and %u may both take one value, and a "
+                           "value must match exactly one: give them a required property "
+                           "with a different const in each, or different types, or write "
+                           "\"anyOf\" (schema at #%.*s)",
+                           a, b, ANY_WHERE(s, i));
+        }
+    return TN_OK;
+}
+
+/* An anyOf or oneOf that has itself for a branch (through "$ref", and
+ * other anyOf and oneOf between) never writes a value, and a oneOf's
+ * meaning would hang on itself: whether a value matches exactly one
+ * branch is asked of the oneOf again. Found before check_one_of, which
+ * would otherwise call the pair overlapping, or cut short. */
+static int branch_cycle(compiler *c, uint32_t i, uint8_t *state) {
+    tn_json_schema *s = c->s;
+    if (state[i] == 2)
+        return TN_OK;
+    if (state[i] == 1) {
+        if (!s->nodes[i].one)
+            return tn_fail(c->err, TN_ERR_INVALID,
+                           "an \"anyOf\" has itself for a branch (through \"$ref\"): it would "
+                           "never write a value");
+        return tn_fail(c->err, TN_ERR_INVALID,
+                       "a \"oneOf\" has itself for a branch (through \"$ref\"): whether a value "
+                       "matches exactly one of its branches would depend on itself (schema at "
+                       "#%.*s)",
+                       ANY_WHERE(s, i));
+    }
+    state[i] = 1;
+    for (uint32_t b = 0; b < s->nodes[i].n_any; b++) {
+        const int rc = branch_cycle(c, s->branches[s->nodes[i].any0 + b], state);
+        if (rc != TN_OK)
+            return rc;
+    }
+    state[i] = 2;
     return TN_OK;
 }
 
@@ -1701,8 +1757,14 @@ static int finish(compiler *c) {
     tn_json_schema *s = c->s;
     int rc = resolve_refs(c);
     /* Before merge_any rewrites their branches. */
-    c->apart_budget = 1 << 14;
-    c->lit_budget = 1 << 20;
+    c->apart_budget = APART_STEPS;
+    c->lit_budget = APART_LITS;
+    uint8_t *seen = rc == TN_OK ? calloc(s->n_nodes, 1) : NULL;
+    if (rc == TN_OK && !seen)
+        rc = tn_fail(c->err, TN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++)
+        rc = branch_cycle(c, i, seen);
+    free(seen);
     for (uint32_t i = 0; i < s->n_nodes && rc == TN_OK; i++)
         if (s->nodes[i].one)
             rc = check_one_of(c, i);

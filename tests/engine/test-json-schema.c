@@ -805,6 +805,52 @@ static void test_one_of(void) {
         tn_json_schema_free(s);
     }
     free(many);
+    /* Apart, but past the search's bounds: eight enums of 500 numbers each
+     * (the enum budget), and two objects that recurse in step, told apart
+     * only at the end of the chain (the depth bound). Said so, not called
+     * overlapping. */
+    char *long_enums = malloc(65536);
+    CHECK(long_enums != NULL);
+    if (long_enums) {
+        n = (size_t)sprintf(long_enums,
+                            "{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[");
+        for (int b = 0; b < 8; b++) {
+            n += (size_t)sprintf(long_enums + n, "%s{\"enum\":[", b ? "," : "");
+            for (int i = 0; i < 500; i++)
+                n += (size_t)sprintf(long_enums + n, "%s%d.5", i ? "," : "", b * 500 + i);
+            n += (size_t)sprintf(long_enums + n, "]}");
+        }
+        n += (size_t)sprintf(long_enums + n, "]}},\"required\":[\"a\"]}");
+        expect_refused(long_enums, n,
+                       "\"oneOf\" branches 0 and 4 could not be shown apart within the bounds "
+                       "of the search"); /* 0 to 3 spent the enum budget */
+        free(long_enums);
+    }
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"X\":{\"type\":\"object\",\"properties\":{"
+            "\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/X\"},{\"const\":1}]}},\"required\":"
+            "[\"a\"],\"additionalProperties\":false},\"Y\":{\"type\":\"object\","
+            "\"properties\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/Y\"},{\"const\":2}]}},"
+            "\"required\":[\"a\"],\"additionalProperties\":false}},\"properties\":{\"u\":"
+            "{\"oneOf\":[{\"$ref\":\"#/$defs/X\"},{\"$ref\":\"#/$defs/Y\"}]}}}",
+            "\"oneOf\" branches 0 and 1 could not be shown apart within the bounds of the "
+            "search (16384 steps, 64 levels, 1048576 enum value comparisons), and a value must "
+            "match exactly one: make them simpler to tell apart (a required property with a "
+            "different const in each, or different types) or write \"anyOf\" (schema at "
+            "#/properties/u)");
+    /* A oneOf that is its own branch has no meaning to check: named as
+     * such, not as two overlapping branches (nor as an anyOf). So is an
+     * anyOf that is its own branch below a oneOf. */
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"S\":{\"oneOf\":[{\"type\":\"integer\"},"
+            "{\"$ref\":\"#/$defs/S\"}]}},\"properties\":{\"a\":{\"$ref\":\"#/$defs/S\"}}}",
+            "a \"oneOf\" has itself for a branch (through \"$ref\"): whether a value matches "
+            "exactly one of its branches would depend on itself (schema at #/$defs/S)");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"S\":{\"oneOf\":[{\"$ref\":\"#/$defs/S\"}]}},"
+            "\"properties\":{\"a\":{\"$ref\":\"#/$defs/S\"}}}",
+            "a \"oneOf\" has itself for a branch");
+    REFUSED("{\"type\":\"object\",\"$defs\":{\"A\":{\"anyOf\":[{\"type\":\"null\"},"
+            "{\"$ref\":\"#/$defs/A\"}]}},\"properties\":{\"a\":{\"oneOf\":[{\"type\":"
+            "\"integer\"},{\"$ref\":\"#/$defs/A\"}]}}}",
+            "an \"anyOf\" has itself for a branch");
     /* Overlaps: integer within number; a value in two enums (1 is 1.0);
      * the empty array; two objects that {"name": ""} satisfies both. */
     REFUSED("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"number\"},"
