@@ -105,53 +105,91 @@ bool tn_tokenizer_add_space_prefix(const tn_tokenizer *tok) { return tok && tok-
  * the count, whatever the text (docs/TOKENIZER.md, "Refusing early"). A
  * bound from the longest token alone was weak: Qwen's longest token is 128
  * spaces, which said nothing about a megabyte of "a". Where NFC may change
- * the text first, it changes it segment by segment, as tn_nfc cuts it (a
- * segment starts at a starter that no character before can join): the
- * bytes of a segment it copies keep their own weight; those of one it
- * normalizes weigh what any byte of the normalized text does, a third of
- * them at least surviving (4 leaves room: three Hangul jamo, 9 bytes, make
- * one syllable of 3). One such character once cost the whole text its
- * weight: a megabyte of CJK with one "e\u0301" was 1,953 tokens at least. */
+ * the text first, see nfc_min_weight below. */
+typedef struct weight_sum {
+    size_t whole;
+    uint64_t frac; /* 2^-32 tokens, below 2^62 between calls */
+} weight_sum;
+
+static inline void weigh(weight_sum *w, uint64_t x) {
+    w->frac += x;
+    if (w->frac >> 62) {
+        w->whole += (size_t)(w->frac >> 32);
+        w->frac &= UINT32_MAX;
+    }
+}
+
+#define NFC_NOT_YES (TN_UC_NFC_NO | TN_UC_NFC_MAYBE)
+
+/* The bound for a text that fails the NFC quick check, which bpe_encode
+ * normalizes first (each stretch between added tokens on its own). It
+ * follows tn_nfc's own cut of the text into segments: a segment starts at
+ * a boundary (a character of combining class 0 and NFC_Quick_Check Yes, or
+ * a byte that is not UTF-8) and runs to the next one, and tn_nfc copies a
+ * segment unchanged unless it is dirty (holds an NFC_QC No or Maybe
+ * character, or combining classes out of order), normalizing only those.
+ *
+ * Why it is a lower bound: a clean segment's bytes come out as they went in,
+ * so they keep their own weight, as in a text NFC leaves alone. Each byte of
+ * a dirty segment counts nfc_weight, 1/(4 x the longest token): the
+ * segment's NFC keeps at least a third of its bytes (Kelvin sign to "K",
+ * three Hangul jamo to one syllable are the steepest; test-tokenizer-bound
+ * checks it) and each output byte weighs at least 1/(the longest token), so
+ * the segment's bytes weigh no more than its output does. Cutting the text
+ * at added tokens as bpe_encode does changes nothing: a stretch's segments
+ * lie each within one of the whole text's, and the parts of a clean one are
+ * clean (whether a character is a boundary, or No or Maybe, is its own
+ * property; the first character after a cut has its class compared with
+ * none; a character cut in two is bytes that are not UTF-8, boundaries
+ * copied as they are), and a byte inside an added token's match weighs at
+ * most 1 / that token's length either way. nfc_weight is never
+ * above a byte's own weight, so a stretch that passes the quick check on
+ * its own and is copied whole is counted low, not high. Before, every byte
+ * but ASCII followed by ASCII weighed nfc_weight: a megabyte of CJK with one
+ * combining mark in it was "at least 2,047 tokens" with Qwen3, encoded in
+ * full on a 4k context before its refusal; now only the mark and the
+ * ideograph before it count low. */
+static void nfc_min_weight(const tn_tokenizer *tok, const unsigned char *p, size_t len,
+                           weight_sum *w) {
+    size_t seg = 0, i = 0;
+    bool dirty = false;
+    uint8_t last_ccc = 0;
+    for (;;) {
+        size_t adv = 1;
+        bool boundary = true;
+        uint8_t ccc = 0;
+        if (i < len && p[i] >= 0x80) {
+            const uint32_t cp = tn_utf8_decode((const char *)p + i, len - i, &adv);
+            const uint32_t flags = cp == TN_UTF8_INVALID ? 0 : tn_unicode_flags(cp);
+            ccc = cp == TN_UTF8_INVALID ? 0 : tn_unicode_ccc(cp);
+            boundary = ccc == 0 && !(flags & NFC_NOT_YES);
+            if (!boundary && ((flags & NFC_NOT_YES) || (ccc != 0 && last_ccc > ccc)))
+                dirty = true;
+        }
+        if (boundary || i >= len) {
+            for (size_t k = seg; k < i; k++)
+                weigh(w, dirty ? tok->nfc_weight : tok->min_weight[p[k]]);
+            seg = i;
+            dirty = false;
+        }
+        if (i >= len)
+            return;
+        last_ccc = ccc;
+        i += adv;
+    }
+}
+
 size_t tn_tokenizer_min_tokens(const tn_tokenizer *tok, const char *text, size_t len) {
     if (!tok || !text)
         return 0;
     const unsigned char *p = (const unsigned char *)text;
-    const bool as_is = !tok->nfc || tn_nfc_quick_check(text, len);
-    size_t whole = 0;
-    uint64_t frac = 0;
-    size_t seg = 0;     /* start of the segment being read */
-    bool dirty = false; /* NFC may change it */
-    uint8_t last_ccc = 0;
-    for (size_t i = 0; i <= len;) {
-        size_t adv = 1;
-        uint32_t flags = 0;
-        uint8_t ccc = 0;
-        if (!as_is && i < len && p[i] >= 0x80) {
-            const uint32_t cp = tn_utf8_decode(text + i, len - i, &adv);
-            if (cp != TN_UTF8_INVALID) {
-                flags = tn_unicode_flags(cp);
-                ccc = tn_unicode_ccc(cp);
-            }
-        }
-        const bool not_yes = flags & (TN_UC_NFC_NO | TN_UC_NFC_MAYBE);
-        if (i == len || as_is || (ccc == 0 && !not_yes)) {
-            for (; seg < i; seg++) {
-                frac += dirty ? tok->nfc_weight : tok->min_weight[p[seg]];
-                if (frac >> 62) {
-                    whole += (size_t)(frac >> 32);
-                    frac &= UINT32_MAX;
-                }
-            }
-            dirty = false;
-        } else if (not_yes || (ccc != 0 && last_ccc > ccc)) {
-            dirty = true;
-        }
-        last_ccc = ccc;
-        if (i == len)
-            break;
-        i += adv;
-    }
-    return whole + (size_t)(frac >> 32);
+    weight_sum w = {0, 0};
+    if (tok->nfc && !tn_nfc_quick_check(text, len))
+        nfc_min_weight(tok, p, len, &w);
+    else
+        for (size_t i = 0; i < len; i++)
+            weigh(&w, tok->min_weight[p[i]]);
+    return w.whole + (size_t)(w.frac >> 32);
 }
 
 int32_t tn_tokenizer_find(const tn_tokenizer *tok, const char *text, size_t len) {

@@ -1,7 +1,8 @@
 /* tn_tokenizer_min_tokens against the real count, as a property: random
  * texts built from pieces chosen to trouble the bound (runs of whitespace,
  * "▁" written out, NUL and invalid bytes, code points of every plane,
- * combining marks, Hangul jamo, NFC singletons, the vocabulary's own token
+ * combining marks, Hangul jamo, NFC singletons, long runs that NFC keeps
+ * with a mark or a singleton among them, the vocabulary's own token
  * texts and pieces, control tokens with and without TN_TOKENIZE_SPECIAL,
  * cuts in the middle of a character), over every fetched vocabulary. The
  * bound must never exceed the count: a prompt that fits would be refused
@@ -81,7 +82,7 @@ static const uint32_t nfc_changers[] = {
 static void put_fragment(text *t, const tn_tokenizer *tok, uint64_t *s) {
     static const char ws[] = {' ', ' ', ' ', '\n', '\t', '\r', '\v', '\f'};
     int32_t n_vocab = tn_tokenizer_n_vocab(tok);
-    switch (below(s, 16)) {
+    switch (below(s, 17)) {
     case 0: /* a word */
     case 1:
         for (uint32_t i = 0, n = 1 + below(s, 12); i < n; i++) {
@@ -166,6 +167,22 @@ static void put_fragment(text *t, const tn_tokenizer *tok, uint64_t *s) {
             put(t, &pd[below(s, sizeof pd - 1)], 1);
         }
         break;
+    case 15: /* a run of what NFC keeps as it is, with a few of what it changes among
+                it: the bound keeps the own weight of the first, up to the segment
+                before a mark or a singleton */
+    {
+        static const uint32_t kept[] = {'a', 'z', ' ', '.', 0x00E9, 0x00C5, 0x03B1, 0x0439,
+                                        0x4E00, 0x9FA5, 0xAC00, 0xD7A3, 0x3042, 0x1F600};
+        for (uint32_t i = 0, n = 1 + below(s, 200); i < n; i++) {
+            if (below(s, 24) == 0)
+                put_cp(t, nfc_changers[below(s, sizeof nfc_changers / sizeof nfc_changers[0])]);
+            else if (below(s, 2))
+                put_cp(t, 0x4E00 + below(s, 0x5000));
+            else
+                put_cp(t, kept[below(s, sizeof kept / sizeof kept[0])]);
+        }
+        break;
+    }
     default: /* one character repeated */
     {
         text one = {0};
