@@ -1083,6 +1083,14 @@ static void test_one_of_random(void) {
         "\"null\"}},\"required\":[\"w\"]}",
         "{\"type\":[\"object\",\"null\"],\"properties\":{\"w\":{\"type\":\"null\"}},\"required\":"
         "[\"w\"]}",
+        /* Closed, and open with only optional keys: the extra keys JSON
+         * Schema lets an open branch take. */
+        "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},\"additionalProperties\":"
+        "false}",
+        "{\"type\":\"object\",\"properties\":{\"w\":{\"type\":\"null\"},\"x\":{\"type\":"
+        "\"integer\"}},\"required\":[\"x\"],\"additionalProperties\":false}",
+        "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"},\"v\":{\"type\":"
+        "\"string\"}}}",
         "{\"type\":\"object\",\"properties\":{\"o\":{\"oneOf\":[{\"const\":1},{\"const\":2}]}},"
         "\"required\":[\"o\"]}",
         "{\"type\":\"object\",\"properties\":{\"o\":{\"anyOf\":[{\"const\":2},{\"type\":"
