@@ -1776,7 +1776,7 @@ check_regenerate_overflow (Fixture    *f,
           tern_window_get_last_error (f->w) ? tern_window_get_last_error (f->w) : "(none)");
   CHECK (button_labelled (fixes, "Edit Message") != NULL
          && button_labelled (fixes, "Preferences") != NULL);
-  CHECKF (row != NULL && find_mapped_label (row, "512-token context on its own") != NULL,
+  CHECKF (row != NULL && find_mapped_label (row, "does not fit in the 512-token context") != NULL,
           "the kept answer's row does not say the message does not fit");
   spin_for (0.5);
   CHECKF (toasts_with (f->w, "does not fit") == 0, "%u toasts say the message does not fit",
@@ -1820,7 +1820,7 @@ check_regenerate_overflow (Fixture    *f,
     tern_composer_set_text (f->w->composer, "");
   }
   m = send_and_wait (f->w, question);
-  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "512-token context on its own") != NULL,
+  CHECKF (m != NULL && m->error != NULL && strstr (m->error, "does not fit in the 512-token context") != NULL,
           "sent again after Edit Message: %s", m && m->error ? m->error : "(none)");
   check_overflow_state (f, "daily-context-edit-resend-overflow");
   tern_window_dismiss_toasts (f->w);
