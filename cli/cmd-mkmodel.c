@@ -68,8 +68,10 @@ static double shape_params(const tn_mkmodel_params *p) {
     return total;
 }
 
-/* "Random llama 1B-shape (Q4_0)": the default general.name, "Random" in it
- * so that Tern still knows it for a random-weight model (tn_model_is_demo). */
+/* "Random llama 1B-shape (Q4_0)": the default general.name. What makes the
+ * file a demo model is tern.random_weights (engine/mk/mkmodel.c); files of
+ * older versions are known by this exact form (docs/MODEL.md, "Demo models"),
+ * so it stays as it is. */
 static void default_name(const tn_mkmodel_params *p, char *name, size_t size) {
     const double n = shape_params(p);
     char count[32], type[32];

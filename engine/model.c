@@ -1175,12 +1175,58 @@ static int load_tensors(loader *ld, tn_model *m) {
     return TN_OK;
 }
 
-static bool contains_ci(const char *s, const char *word) {
-    size_t n = strlen(word);
-    for (; *s; s++)
-        if (strncasecmp(s, word, n) == 0)
+/* "Random llama 1B-shape (Q4_0)": the name tern-cli mkmodel gave its
+ * models before they carried tern.random_weights (an architecture, a count
+ * of weights, a type), matched whole. */
+static bool old_mkmodel_name(const char *s) {
+    static const char prefix[] = "Random ";
+    if (strncmp(s, prefix, sizeof prefix - 1))
+        return false;
+    s += sizeof prefix - 1;
+    const char *sp = strchr(s, ' ');
+    if (!sp || sp == s)
+        return false;
+    for (const char *c = s; c < sp; c++)
+        if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_')
+            return false;
+    s = sp + 1;
+    size_t digits = 0;
+    while (isdigit((unsigned char)*s) || (*s == '.' && digits > 0)) {
+        digits++;
+        s++;
+    }
+    if (!digits || (*s != 'K' && *s != 'M' && *s != 'B'))
+        return false;
+    s++;
+    static const char shape[] = "-shape (";
+    if (strncmp(s, shape, sizeof shape - 1))
+        return false;
+    s += sizeof shape - 1;
+    size_t type = 0;
+    while (isupper((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_') {
+        type++;
+        s++;
+    }
+    return type > 0 && !strcmp(s, ")");
+}
+
+/* A model of random weights (docs/MODEL.md, "Demo models"): Tern's writers
+ * mark it with tern.random_weights; files written before that are known by
+ * the exact names those writers gave. A real model whose name merely holds
+ * "random" or "demo" ("Demographics-7B") is not one. */
+static bool random_weights(const tn_gguf *g, const char *name) {
+    bool v = false;
+    if (tn_gguf_find(g, "tern.random_weights"))
+        return tn_gguf_get_bool(g, "tern.random_weights", &v) == TN_OK && v;
+    static const char *const old_names[] = {
+        "Tern demo model (random weights)",
+        "Tern DFlash draft (random weights)",
+        "Tern Gemma 4 assistant (random weights)",
+    };
+    for (size_t i = 0; i < sizeof old_names / sizeof *old_names; i++)
+        if (!strcmp(name, old_names[i]))
             return true;
-    return false;
+    return old_mkmodel_name(name);
 }
 
 static void describe(tn_model *m) {
@@ -1216,7 +1262,7 @@ static void describe(tn_model *m) {
                                  file_type >= 0 && file_type <= UINT32_MAX
                              ? tn_file_type_name((uint32_t)file_type)
                              : NULL;
-    m->demo = contains_ci(m->name, "random") || contains_ci(m->name, "demo");
+    m->demo = random_weights(g, m->name);
     size_t n = strlen(m->name) + 128;
     m->description = malloc(n);
     if (m->description) {

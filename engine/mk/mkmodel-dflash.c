@@ -304,6 +304,7 @@ int tn_mkmodel_dflash(const tn_mkmodel_dflash_params *pp, const char *out_path, 
     } while (0)
     SET(tn_gguf_writer_set_str(w, "general.architecture", "dflash"));
     SET(tn_gguf_writer_set_str(w, "general.name", "Tern DFlash draft (random weights)"));
+    SET(tn_gguf_writer_set_bool(w, "tern.random_weights", true));
     SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
     SET(tn_gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)p.n_layer));
     SET(tn_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)E));
@@ -527,6 +528,7 @@ int tn_mkmodel_mtp(const tn_mkmodel_mtp_params *pp, const char *out_path, tn_err
 #define K(suffix) "gemma4-assistant." suffix
     SET(tn_gguf_writer_set_str(w, "general.architecture", "gemma4-assistant"));
     SET(tn_gguf_writer_set_str(w, "general.name", "Tern Gemma 4 assistant (random weights)"));
+    SET(tn_gguf_writer_set_bool(w, "tern.random_weights", true));
     SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
     SET(tn_gguf_writer_set_u32(w, K("context_length"), (uint32_t)n_ctx));
     SET(tn_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)E));

@@ -199,6 +199,7 @@ int tn_mkmodel_vision(const tn_mkmodel_vision_params *pp, const char *out_path, 
 #define SET(x) if (rc == TN_OK) rc = (x)
     SET(tn_gguf_writer_set_str(w, "general.architecture", "clip"));
     SET(tn_gguf_writer_set_str(w, "general.name", "Tern Gemma 3 vision projector (random weights)"));
+    SET(tn_gguf_writer_set_bool(w, "tern.random_weights", true));
     SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
     SET(tn_gguf_writer_set_str(w, "clip.projector_type", "gemma3"));
     SET(tn_gguf_writer_set_bool(w, "clip.has_vision_encoder", true));
@@ -301,6 +302,7 @@ static int mk_gemma4v(const tn_mkmodel_vision_params *p, int type, const char *o
     SET(tn_gguf_writer_set_str(w, "general.architecture", "clip"));
     SET(tn_gguf_writer_set_str(w, "general.type", "mmproj"));
     SET(tn_gguf_writer_set_str(w, "general.name", "Tern Gemma 4 vision projector (random weights)"));
+    SET(tn_gguf_writer_set_bool(w, "tern.random_weights", true));
     SET(tn_gguf_writer_set_u32(w, "general.alignment", TN_GGUF_DEFAULT_ALIGNMENT));
     SET(tn_gguf_writer_set_u32(w, "general.file_type", type == TN_TYPE_F16 ? 1 : 0));
     SET(tn_gguf_writer_set_bool(w, "clip.has_vision_encoder", true));

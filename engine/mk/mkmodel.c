@@ -692,6 +692,8 @@ static int write_hparams(tn_gguf_writer *w, const tn_mkmodel_params *p, int64_t 
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.architecture", a);
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.type", "model");
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.name", p->name ? p->name : "Tern demo model (random weights)");
+    /* What tells Tern a demo model, whatever its name (docs/MODEL.md, "Demo models"). */
+    if (!rc) rc = tn_gguf_writer_set_bool(w, "tern.random_weights", true);
     if (!rc) rc = tn_gguf_writer_set_str(w, "general.description",
                                          "Random weights written by tern-cli mkmodel: real shapes and "
                                          "vocabulary, meaningless output.");

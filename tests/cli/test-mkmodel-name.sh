@@ -2,7 +2,8 @@
 # mkmodel's default general.name (docs/MKMODEL.md): the architecture, the
 # shape's size and the type, so that two random models are told apart in the
 # app's model list (every file was "Tern demo model (random weights)"); still
-# a demo model to Tern (tn_model_is_demo: "Random" in the name); --name wins.
+# a demo model to Tern (tn_model_is_demo: tern.random_weights, docs/MODEL.md);
+# --name wins, and the file is still a demo model.
 set -u
 cli=${TERN_CLI:?}
 tmp=$(mktemp -d)
@@ -42,5 +43,11 @@ out=$(printf 'hi\n' | "$cli" run -m "$tmp/a.gguf" -n 1 2>&1 >/dev/null)
 case $out in
 *"demo model, random weights"*) echo "ok: still a demo model" ;;
 *) echo "FAIL: not taken for a demo model: $out"; fail=1 ;;
+esac
+# A name of the user's own: still a demo model, by tern.random_weights.
+out=$(printf 'hi\n' | "$cli" run -m "$tmp/d.gguf" -n 1 2>&1 >/dev/null)
+case $out in
+*"demo model, random weights"*) echo "ok: --name is still a demo model" ;;
+*) echo "FAIL: --name \"My test model\" not taken for a demo model: $out"; fail=1 ;;
 esac
 exit $fail

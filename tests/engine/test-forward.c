@@ -8,6 +8,7 @@
  * Usage: test-forward llama|qwen3|qwen3moe|gemma3|gemma4|gemma4moe|gptoss
  *                                          (reference + determinism, all types)
  *        test-forward api                  (KV cache, capture, cancel, errors)
+ *        test-forward demo                 (which models are demo models)
  *
  * Tolerance (stated): for every position, max |engine - reference| over the
  * vocabulary must be within TOL of the reference's logit spread (max - min):
@@ -49,6 +50,8 @@ typedef struct spec {
     bool fused_exps;   /* gemma4moe: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps */
     bool down_scale;   /* gemma4moe: an ffn_down_exps.scale tensor */
     bool oss;          /* gpt-oss: biases, sinks, YaRN, swiglu_oai, top-k-then-softmax */
+    const char *name;  /* general.name; NULL: "forward test model" */
+    int random_weights; /* tern.random_weights: 0 absent, 1 true, 2 false */
 } spec;
 
 /* gpt-oss's test model: YaRN with factor OSS_YARN over OSS_YARN_CTX original
@@ -229,7 +232,9 @@ static int write_model(const spec *s, const char *path) {
     char key[128];
 #define K(suffix) (snprintf(key, sizeof key, "%s." suffix, s->arch), key)
     tn_gguf_writer_set_str(w, "general.architecture", s->arch);
-    tn_gguf_writer_set_str(w, "general.name", "forward test model");
+    tn_gguf_writer_set_str(w, "general.name", s->name ? s->name : "forward test model");
+    if (s->random_weights)
+        tn_gguf_writer_set_bool(w, "tern.random_weights", s->random_weights == 1);
     tn_gguf_writer_set_u32(w, K("context_length"), 2048);
     tn_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)s->E);
     tn_gguf_writer_set_u32(w, K("block_count"), (uint32_t)s->L);
@@ -1676,6 +1681,65 @@ static tn_model *mk_load(const tn_mkmodel_params *p, const char *name, char path
     return m;
 }
 
+/* Demo models (docs/MODEL.md, "Demo models"): tern.random_weights, or the
+ * exact name an older Tern writer gave; never a real model whose name only
+ * holds "random" or "demo". */
+static void check_demo(void) {
+    static const struct {
+        const char *name;
+        int key;
+        bool demo;
+    } cases[] = {
+        {"Demographics", 0, false},
+        {"Demographics-7B", 0, false},
+        {"Randomized-Llama", 0, false},
+        {"Tern demo model", 0, false},
+        {"random llama 1B-shape (Q4_0)", 0, false},
+        {"Random llama 1B-shape (Q4_0) finetune", 0, false},
+        {"Random llama shape (Q4_0)", 0, false},
+        {"Tern demo model (random weights)", 0, true},
+        {"Random llama 1B-shape (Q4_0)", 0, true},
+        {"Random qwen3 74K-shape (Q8_0)", 0, true},
+        {"Random gemma3 1.6M-shape (Q4_K_M)", 0, true},
+        {"Tern DFlash draft (random weights)", 0, true},
+        {"Demographics", 1, true},
+        {"Tern demo model (random weights)", 2, false},
+    };
+    spec s = make_spec("llama", TN_TYPE_Q8_0, 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/demo.gguf", tn_test_tmpdir());
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        s.name = cases[i].name;
+        s.random_weights = cases[i].key;
+        CHECK(write_model(&s, path) == 0);
+        tn_error err = {0};
+        tn_model *m = NULL;
+        const int rc = tn_model_load(path, tn_model_default_params(), &m, &err);
+        CHECKF(rc == 0, "load \"%s\": %s", cases[i].name, err.message);
+        if (rc != 0)
+            continue;
+        const char *d = tn_model_description(m);
+        static const char *const key[] = {"absent", "true", "false"};
+        CHECKF(tn_model_is_demo(m) == cases[i].demo &&
+                   (strstr(d, "demo model, random weights") != NULL) == cases[i].demo,
+               "\"%s\" (tern.random_weights %s): demo %d, want %d; description %s",
+               cases[i].name, key[cases[i].key], tn_model_is_demo(m), cases[i].demo, d);
+        tn_model_free(m);
+    }
+    remove(path);
+    /* A file of tern-cli mkmodel is one whatever name it was given. */
+    tn_mkmodel_params p = tn_mkmodel_default_params();
+    p.arch = "llama";
+    p.name = "Demographics";
+    small_params(&p, "q8_0", 128, 2, 32, 256);
+    tn_model *m = mk_load(&p, "demo-named", path);
+    if (m)
+        CHECKF(tn_model_is_demo(m), "mkmodel --name Demographics: not a demo: %s",
+               tn_model_description(m));
+    tn_model_free(m);
+    remove(path);
+}
+
 /* Tokens 1..n in one call on threads threads: every logit after the last
  * must be finite. */
 static void check_decode(tn_model *m, int threads, int n) {
@@ -2256,6 +2320,8 @@ int main(int argc, char **argv) {
         check_mkmodel_moe("gemma4");
         check_mkmodel_oss();
         check_presets();
+    } else if (!strcmp(what, "demo")) {
+        check_demo();
     } else {
         check_arch(what);
     }
