@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include <glib/gi18n.h>
+#include <glib/gstdio.h>
 
 #include "tern.h"
+#include "tern-application.h"
 #include "tern-composer.h"
 #include "tern-engine-worker.h"
 #include "tern-message-row.h"
@@ -299,6 +301,28 @@ show_load_error (TernWindow *self,
   gtk_window_present (GTK_WINDOW (dialog));
 }
 
+/* Whether path is the file "Use Demo Model" writes (tern_demo_model_path),
+ * however either is spelt: the setting, $TERN_DEMO_MODEL and a file opened
+ * by hand may name it through a link, "..", or a relative path. Any other
+ * file is remembered, a demo model by its key too (tern-cli mkmodel's, a
+ * user's own test model). */
+static gboolean
+is_app_demo_file (TernWindow *self,
+                  const char *path)
+{
+  g_autofree char *demo = tern_demo_model_path (self->settings);
+  g_autofree char *a = NULL;
+  g_autofree char *b = NULL;
+  GStatBuf sa, sb;
+
+  if (g_stat (path, &sa) == 0 && g_stat (demo, &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  /* One of them is gone since the load: only their spelling is left. */
+  a = g_canonicalize_filename (path, NULL);
+  b = g_canonicalize_filename (demo, NULL);
+  return g_str_equal (a, b);
+}
+
 static void
 on_model_loaded (TernWindow                 *self,
                  const TernModelLoadedEvent *ev)
@@ -330,10 +354,17 @@ on_model_loaded (TernWindow                 *self,
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
   adw_window_title_set_subtitle (self->window_title, description);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
-  /* A server is not reopened at start (it may be unreachable, or billed):
-   * the local model stays the one reopened. */
-  if (!is_demo && !g_str_has_prefix (path, "remote:"))
-    g_settings_set_string (self->settings, "last-model", path);
+  /* A server is not reopened at start (it may be unreachable, or billed),
+   * nor the app's own demo file: the local model stays the one reopened,
+   * with its tag (docs/APP.md, "What the app remembers"). */
+  if (!g_str_has_prefix (path, "remote:") && !is_app_demo_file (self, path))
+    {
+      TernModelOrigin *origin = self->loading_origin;
+
+      g_settings_set_string (self->settings, "last-model", path);
+      g_settings_set_string (self->settings, "last-model-tag",
+                             origin != NULL && origin->tag != NULL ? origin->tag : "");
+    }
   /* The old model's draft went with it: the new one's drafters. */
   _tern_window_speculation_model_loaded (self);
   gtk_stack_set_visible_child_name (self->main_stack, _tern_window_chat_page (self));

@@ -414,7 +414,6 @@ _tern_window_speculation_model_loaded (TernWindow *self)
   _tern_model_origin_free (self->origin);
   self->origin = origin;
   memset (self->refused, 0, sizeof self->refused);
-  g_settings_set_string (self->settings, "last-model-tag", origin->tag ? origin->tag : "");
   if (origin->apply_flags && origin->tag != NULL)
     {
       /* A catalog tag and its -flash sibling differ by this flag; a Hub

@@ -61,8 +61,9 @@ ok "no source or build tree path in the installed programs' data"
 out=$("$bin/tern-cli" --version 2>&1) || fail "tern-cli --version exits 0"
 check "tern-cli --version says $version ($out)" test "$out" = "tern-cli $version"
 
-# Named: the default name says "demo", and the app keeps no demo model as
-# its last model, which is what the app check below waits for.
+# A demo model by its key (tern.random_weights), named as a user names one:
+# the app remembers any file opened but its own demo file (docs/APP.md,
+# "What the app remembers"), which is what the app check below waits for.
 model=$tmp/tiny.gguf
 "$bin/tern-cli" mkmodel --arch llama --type q8_0 --embd 64 --layers 2 --heads 2 --kv-heads 1 \
     --head-dim 32 --ff 128 --ctx 256 --seed 3 --name "Tern install test" -o "$model" \

@@ -1,0 +1,155 @@
+/* What the app remembers as its last model (docs/APP.md, "What the app
+ * remembers"): any local file the user opened, a demo model by its
+ * tern.random_weights key too (what tern-cli mkmodel writes, whatever its
+ * name), except the app's own demo file, the one "Use Demo Model" writes
+ * (tern_demo_model_path), by whatever path it is opened. With the key, every
+ * mkmodel file became a demo model, and the app, which kept no demo model as
+ * its last one, forgot them all (the install test waited in vain).
+ * - a mkmodel file named by the user: the title says "Demo Model", and
+ *   last-model is the file;
+ * - "Use Demo Model": last-model and last-model-tag stay the file's;
+ * - the demo file opened by hand through a link and through "..": the same;
+ * - a copy of the demo file, another file with the same bytes: remembered. */
+#include "app-test.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "tern.h"
+#include "tern-application.h"
+
+static GSettings *settings;
+
+/* Loads path as win.load-model does (or the demo, path NULL): the path the
+ * window shows once it is in place, or NULL after saying why. */
+static gboolean
+load (TernWindow *w,
+      const char *path)
+{
+  if (path != NULL)
+    activate (w, "load-model", g_variant_new_string (path));
+  else
+    tern_window_use_demo_model (w);
+  CHECK (wait_for (w, not_loading, 120));
+  CHECK (wait_for (w, idle_engine, 120));
+  CHECKF (tern_window_has_model (w), "%s did not load: %s", path ? path : "the demo model",
+          tern_window_get_last_error (w));
+  return tern_window_has_model (w);
+}
+
+static void
+expect_last (const char *want,
+             const char *tag,
+             const char *when)
+{
+  g_autofree char *last = g_settings_get_string (settings, "last-model");
+  g_autofree char *last_tag = g_settings_get_string (settings, "last-model-tag");
+
+  CHECKF (g_str_equal (last, want), "%s: last-model is \"%s\", not \"%s\"", when, last, want);
+  CHECKF (g_str_equal (last_tag, tag), "%s: last-model-tag is \"%s\", not \"%s\"", when, last_tag,
+          tag);
+}
+
+static void
+expect_title (TernWindow *w,
+              const char *want,
+              const char *when)
+{
+  const char *title = adw_window_title_get_title (w->window_title);
+
+  CHECKF (g_str_equal (title, want), "%s: the title is \"%s\", not \"%s\"", when, title, want);
+}
+
+int
+main (int   argc,
+      char *argv[])
+{
+  g_autofree char *tmp = NULL;
+  g_autofree char *mine = NULL;
+  g_autofree char *demo = NULL;
+  g_autofree char *link = NULL;
+  g_autofree char *dotted = NULL;
+  g_autofree char *copy = NULL;
+  g_autofree char *bytes = NULL;
+  gsize n_bytes = 0;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernApplication) app = NULL;
+  tn_mkmodel_params p;
+  tn_error err = { 0 };
+  TernWindow *w;
+
+  (void) argc;
+  (void) argv;
+  if ((tmp = app_test_start ("tern-app-last-model")) == NULL)
+    return 1;
+  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
+  if (!g_application_register (G_APPLICATION (app), NULL, &error))
+    {
+      fprintf (stderr, "register: %s\n", error->message);
+      return 1;
+    }
+  settings = tern_application_get_settings (app);
+  g_settings_set_int (settings, "context-size", 1024);
+  g_settings_set_int (settings, "threads", 1);
+  w = tern_window_new (GTK_APPLICATION (app));
+  gtk_window_set_default_size (GTK_WINDOW (w), 900, 700);
+  gtk_window_present (GTK_WINDOW (w));
+  spin_for (0.3);
+
+  /* A model of the user's, written by mkmodel under a name of its own:
+   * a demo model by its key, and the file reopened at start. */
+  mine = g_build_filename (tmp, "My fine-tune.gguf", NULL);
+  p = app_test_model_params ();
+  p.name = "My fine-tune";
+  CHECKF (tn_mkmodel (&p, mine, &err) == TN_OK, "mkmodel: %s", err.message);
+  if (!load (w, mine))
+    goto out;
+  expect_title (w, "Demo Model", "a mkmodel file");
+  expect_last (mine, "", "a mkmodel file of the user's");
+
+  /* As a tag of the Models window leaves them (test-app-speculation opens
+   * one): the demo model must not take the tag from the file it keeps. */
+  g_settings_set_string (settings, "last-model-tag", "qwen3:test");
+
+  /* The app's own demo file, written at its default place on first use. */
+  demo = tern_demo_model_path (settings);
+  if (!load (w, NULL))
+    goto out;
+  CHECKF (g_str_equal (tern_window_get_model_path (w), demo), "the demo model is %s, not %s",
+          tern_window_get_model_path (w), demo);
+  expect_title (w, "Demo Model", "Use Demo Model");
+  expect_last (mine, "qwen3:test", "Use Demo Model");
+
+  /* The same file opened by hand, spelt otherwise: still not remembered. */
+  link = g_build_filename (tmp, "demo-link.gguf", NULL);
+  CHECK (symlink (demo, link) == 0);
+  if (!load (w, link))
+    goto out;
+  expect_last (mine, "qwen3:test", "the demo file through a link");
+  {
+    g_autofree char *dir = g_path_get_dirname (demo);
+    g_autofree char *base = g_path_get_basename (demo);
+
+    dotted = g_build_filename (dir, "..", "tern", ".", base, NULL);
+  }
+  if (!load (w, dotted))
+    goto out;
+  expect_last (mine, "qwen3:test", "the demo file through \"..\"");
+
+  /* A copy of it is another file, the user's: remembered, and from disk. */
+  copy = g_build_filename (tmp, "demo-copy.gguf", NULL);
+  CHECK (g_file_get_contents (demo, &bytes, &n_bytes, NULL)
+         && g_file_set_contents (copy, bytes, (gssize) n_bytes, NULL));
+  if (!load (w, copy))
+    goto out;
+  expect_title (w, "Demo Model", "a copy of the demo file");
+  expect_last (copy, "", "a copy of the demo file");
+
+out:
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+  app_test_remove (tmp);
+  return tn_test_finish ("test-app-last-model");
+}
