@@ -143,7 +143,7 @@ struct tn_model {
     char *path;
     char *name;        /* general.name, or the file name */
     char *description;
-    bool demo;         /* general.name says the weights are random */
+    bool demo;         /* random weights Tern wrote (tn_model_is_demo) */
     tn_hparams hp;
     tn_weight tok_embd;       /* [n_vocab][n_embd] */
     tn_weight output;         /* [n_vocab][n_embd]; token_embd when tied */

@@ -532,9 +532,10 @@ const tn_error *tn_model_backend_refusal(const tn_model *model, const char **bac
 /* general.name, or the file name without directory. */
 const char *tn_model_name(const tn_model *model);
 /* One line: "NAME (gemma3, 1.00B params, Q4_0)", plus
- * " - demo model, random weights" when general.name says the weights are
- * random ("random" or "demo" in it). */
+ * " - demo model, random weights" for a demo model. */
 const char *tn_model_description(const tn_model *model);
+/* A model of random weights that Tern wrote (tern.random_weights, or an
+ * older writer's exact name; docs/MODEL.md, "Demo models"). */
 bool tn_model_is_demo(const tn_model *model);
 const char *tn_model_path(const tn_model *model);
 const tn_gguf *tn_model_gguf(const tn_model *model);
