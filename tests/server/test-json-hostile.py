@@ -230,30 +230,7 @@ check(osrv.stop() == 0, "the gpt-oss server exits cleanly: " + osrv.stderr()[-20
 # it at most (TN_JSON_PREFIX_MAX_SPACE), then nothing. The answer has begun
 # by then: a streamed client gets its text, an error event that says why,
 # then [DONE]; a client that waits gets the error alone.
-tiny_dir = os.path.join(tmp, "vocab-noclose")
-os.makedirs(tiny_dir, exist_ok=True)
-symbols = [chr(c) for c in range(0x21, 0x7f) if chr(c) not in '"}'] + ["\u0120", "\u010a"]
-added = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-with open(os.path.join(tiny_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
-    json.dump({"version": "1.0",
-               "added_tokens": [{"id": len(symbols) + i, "content": t, "single_word": False,
-                                 "lstrip": False, "rstrip": False, "normalized": False,
-                                 "special": True} for i, t in enumerate(added)],
-               "normalizer": None,
-               "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
-                                 "trim_offsets": True, "use_regex": True},
-               "post_processor": None,
-               "decoder": {"type": "ByteLevel", "add_prefix_space": False,
-                           "trim_offsets": True, "use_regex": True},
-               "model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(symbols)},
-                         "merges": []}}, f)
-with open(os.path.join(tiny_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-    json.dump({"eos_token": "<|im_end|>", "bos_token": None,
-               "chat_template": "{% for message in messages %}{{'<|im_start|>' + message['role'] "
-                                "+ '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
-                                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-                                "{% endif %}"}, f)
-nc = serverlib.make_model(tmp, name="noclose", vocab=os.path.join(tiny_dir, "tokenizer.json"))
+nc = serverlib.make_model(tmp, name="noclose", vocab=serverlib.noclose_vocab(tmp))
 check(serverlib.token_ids(nc, '{"a"}') == serverlib.token_ids(nc, "{a"),
       "the vocabulary has no token for '\"' or '}'")
 nsrv = serverlib.Server(tmp, "json-hostile-noclose", nc)
