@@ -1351,13 +1351,27 @@ static void respond_engine_error(job *j) {
  * sending side (nc -N) reads why. A message libsoup finished itself is
  * gone already (on_msg_done). */
 static void drop_abandoned(job *j) {
+    static const char client_closed_message[] =
+        "the client closed its side of the connection before the answer; keep it open until "
+        "the answer has come";
     j->server->pending--;
     j->server->n_abandoned++;
     if (!j->msg)
         return;
-    respond_error(j->server, j->msg, 400, "invalid_request_error", NULL, "client_closed",
-                  "the client closed its side of the connection before the answer; keep it "
-                  "open until the answer has come");
+    if (j->stream && j->headers_sent) {
+        /* Its status went out with its first text: why it ends is an
+         * event, and the body's end lets libsoup finish the message. */
+        sse_send(j, tern_server_error_body(client_closed_message, "invalid_request_error", NULL,
+                                           "client_closed"));
+        SoupMessageBody *body = soup_server_message_get_response_body(j->msg);
+        static const char done[] = "data: [DONE]\n\n";
+        soup_message_body_append(body, SOUP_MEMORY_STATIC, done, strlen(done));
+        soup_message_body_complete(body);
+        soup_server_message_unpause(j->msg);
+        return;
+    }
+    respond_error(j->server, j->msg, 400, "invalid_request_error", NULL, "client_closed", "%s",
+                  client_closed_message);
     soup_message_headers_replace(soup_server_message_get_response_headers(j->msg), "Connection",
                                  "close");
     soup_server_message_unpause(j->msg);
@@ -1636,17 +1650,20 @@ static guint drop_waiting_gone(tern_server *srv, guint max) {
  * most. */
 #define GONE_LOOKS_PER_REFUSAL 16
 
-/* A streaming client that leaves is noticed when a write fails; one that
- * waits for a whole answer writes nothing, so the running request's
- * connection is looked at a few times a second. */
+/* The running request's connection, looked at a few times a second,
+ * streamed or not. A stream's client was once left to the next write to
+ * notice, but a stream writes nothing while its text is held back (a
+ * possible stop string, a character's first bytes, a tool call, the
+ * whitespace before one): a client that left then kept the engine for
+ * the rest of its max_tokens, every other one waiting. A slow reader
+ * sent no FIN: it is not gone (docs/SERVER.md, "Disconnects"). */
 static gboolean watch_running(gpointer data) {
     tern_server *srv = data;
     g_mutex_lock(&srv->current_lock);
     job *j = srv->current ? job_ref(srv->current) : NULL;
     g_mutex_unlock(&srv->current_lock);
     if (j) {
-        if ((!j->stream || !j->headers_sent) && !g_atomic_int_get(&j->gone) &&
-            client_closed(srv, j->msg))
+        if (!g_atomic_int_get(&j->gone) && j->msg && client_closed(srv, j->msg))
             on_msg_finished(j->msg, j);
         job_unref(j);
     }
