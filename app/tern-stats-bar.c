@@ -339,7 +339,7 @@ tern_stats_bar_finish (TernStatsBar    *self,
        * prompt tokens that were not computed again. */
       char *with = g_strdup_printf (
         /* Translators: prompt tokens reused instead of computed again */
-        _("%s · %d cached"), text, final->restored_tokens);
+        _("%s · %d reused"), text, final->restored_tokens);
       g_free (text);
       text = with;
     }

@@ -528,7 +528,7 @@ on_finished (TernWindow              *self,
   TernMessage *m;
   g_autofree char *figures = NULL;
   const char *outcome = NULL;
-  gboolean overflow;
+  gboolean overflow, row_stays;
   g_autofree char *refusal = NULL;
 
   if (ev->id != self->gen_id)
@@ -557,7 +557,13 @@ on_finished (TernWindow              *self,
                            stats->n_ctx);
     }
   else
-    m->error = NULL;
+    {
+      m->error = NULL;
+      /* The row says "cut off by the Answer Length Limit": the bar said
+       * "Done" beside it. */
+      if (!cancelled && g_strcmp0 (stats->stop_reason, "limit") == 0)
+        outcome = _("Cut off");
+    }
   tern_message_set_stats (m, stats);
   const gboolean wrote_nothing = tern_message_wrote_nothing (m);
   /* Written from the prompt (a word, or an answer that ended of itself):
@@ -607,15 +613,20 @@ on_finished (TernWindow              *self,
    * ways out, until the next message (docs/APP.md, "A message too long"). */
   /* A Regenerate that wrote nothing puts back the answer it was to
    * replace, and this row goes: the answer put back says it instead. */
+  row_stays = !(self->regenerated_taken != NULL && wrote_nothing);
   overflow = error != NULL && stats->error_code == TN_ERR_OVERFLOW;
-  if (overflow && self->regenerated_taken != NULL && wrote_nothing)
+  if (overflow && !row_stays)
     /* Translators: %s says why, and what to change */
     refusal = g_strdup_printf (_("No new answer could be written, so this one is kept. %s"), m->error);
   tern_message_row_set_fixes (self->streaming_row, overflow);
   tern_stats_bar_finish (self->stats_bar, stats, cancelled, outcome);
   self->streaming_row = NULL;
   _tern_window_update_tint_legend (self);
-  if (overflow)
+  /* The row that stays under the answer says what went wrong (cut off,
+   * failed), or the answer put back does (a Regenerate too long): a toast
+   * said it again word for word. A toast is for what has no row
+   * (docs/APP.md, "Said once"). */
+  if (m->error != NULL && (row_stays || refusal != NULL))
     {
       g_free (self->last_error);
       self->last_error = g_strdup (m->error);

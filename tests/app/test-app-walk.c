@@ -12,6 +12,9 @@
  *                the Models panel at 360 px keeps room for its words
  *   units        (second argument: de, fr) the speed plot's scale is in the
  *                stats bar's unit (session 50)
+ *   cut-off      (second argument optional: de, fr) an answer cut off says
+ *                so once, on its row, and the stats bar agrees with the
+ *                row in its outcome and its words (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -33,6 +36,7 @@
 #include "tern-stats-bar.h"
 #include "tern-pin-editor.h"
 #include "tern-window.h"
+#include "tern-window-private.h"
 #include "app-test.h"
 
 static const char *out_dir;
@@ -356,6 +360,102 @@ part_units (Fixture *f)
   spin_for (0.2);
 }
 
+/* Toasts showing or queued whose text is `text`. */
+static guint
+toasts_saying (TernWindow *w,
+               const char *text)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < w->toasts->len; i++)
+    {
+      AdwToast *t = g_ptr_array_index (w->toasts, i);
+
+      n += g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL
+           && g_strcmp0 (_tern_window_toast_get_text (t), text) == 0;
+    }
+  return n;
+}
+
+/* What a translated " · %d WORD" says after its number ("reused"). */
+static const char *
+word_after_number (const char *format)
+{
+  const char *d = strstr (format, "%d");
+
+  return d != NULL ? d + 2 + (d[2] == ' ') : format;
+}
+
+/* An answer cut off: at the Answer Length Limit the row said so and the
+ * stats bar "Done" beside it; at the end of the context the row's sentence
+ * came again, word for word, in a toast. The bar and the row named the
+ * tokens not computed again "cached" and "reused". */
+static void
+part_cut_off (Fixture *f)
+{
+  g_autofree char *name = g_strdup_printf ("walk-cut-off-%s.png", lang);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  const char *word = word_after_number (_(" · %d reused"));
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autofree char *figures = NULL;
+  TernWindow *w;
+  TernChat *chat;
+  TernMessage *m;
+  const char *bar;
+
+  g_settings_set_int (f->settings, "max-tokens", 8);
+  if ((w = open_with_model (f, 1000)) == NULL)
+    return;
+  activate (w, "new-chat", NULL);
+  g_action_group_activate_action (G_ACTION_GROUP (w), "mode", g_variant_new_string ("flash"));
+  tern_window_set_composer_text (w, "What do terns eat?");
+  activate (w, "send", NULL);
+  CHECK (wait_for (w, not_generating, 300));
+  spin_for (0.3);
+  chat = tern_window_get_chat (w);
+  m = tern_chat_get_message (chat, tern_chat_get_n_messages (chat) - 1);
+  figures = tern_message_format_stats (m);
+  CHECKF (strstr (figures, _("cut off by the Answer Length Limit")) != NULL,
+          "%s: the row says \"%s\"", lang, figures);
+  CHECKF (g_strcmp0 (tern_stats_bar_get_phase (tern_window_get_stats_bar (w)), _("Cut off")) == 0,
+          "%s: the row says cut off, the bar \"%s\"", lang,
+          tern_stats_bar_get_phase (tern_window_get_stats_bar (w)));
+  bar = tern_stats_bar_get_text (tern_window_get_stats_bar (w));
+  CHECKF (m->stats.restored_tokens > 0, "%s: no tokens reused (%d)", lang, m->stats.restored_tokens);
+  CHECKF (strstr (figures, word) != NULL && strstr (bar, word) != NULL,
+          "%s: the row says \"%s\", the bar \"%s\": one word (\"%s\") for the tokens reused", lang,
+          figures, bar, word);
+
+  /* Cut off by the end of the 256-token context (random weights may end
+   * an answer of themselves first: a few tries). */
+  g_settings_set_int (f->settings, "max-tokens", 4096);
+  g_string_append (text, "Seabirds");
+  for (int tries = 0; tries < 8; tries++)
+    {
+      g_string_append (text, " and terns");
+      tern_window_dismiss_toasts (w);
+      activate (w, "new-chat", NULL);
+      tern_window_set_composer_text (w, text->str);
+      activate (w, "send", NULL);
+      CHECK (wait_for (w, not_generating, 300));
+      spin_for (0.3);
+      chat = tern_window_get_chat (w);
+      m = tern_chat_get_message (chat, tern_chat_get_n_messages (chat) - 1);
+      if (g_strcmp0 (m->stats.stop_reason, "context full") == 0)
+        break;
+    }
+  CHECKF (m->error != NULL && g_strcmp0 (m->stats.stop_reason, "context full") == 0,
+          "%s: stop %s, error %s", lang, m->stats.stop_reason, m->error ? m->error : "(none)");
+  if (m->error != NULL)
+    CHECKF (toasts_saying (w, m->error) == 0, "%s: the row's \"%s\" is in a toast too", lang,
+            m->error);
+  CHECKF (g_strcmp0 (tern_stats_bar_get_phase (tern_window_get_stats_bar (w)), _("Cut off")) == 0,
+          "%s: the bar says \"%s\"", lang, tern_stats_bar_get_phase (tern_window_get_stats_bar (w)));
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -407,6 +507,8 @@ main (int   argc,
     part_units (&f);
   else if (g_str_equal (part, "overflow-narrow"))
     part_overflow_narrow (&f);
+  else if (g_str_equal (part, "cut-off"))
+    part_cut_off (&f);
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
