@@ -15,6 +15,8 @@
  *   cut-off      (second argument optional: de, fr) an answer cut off says
  *                so once, on its row, and the stats bar agrees with the
  *                row in its outcome and its words (session 50)
+ *   freed        (second argument: de, es, fr) "Removed X (0 bytes freed)"
+ *                agrees with any size (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
  */
 #include "config.h"
@@ -190,6 +192,16 @@ part_overflow_narrow (Fixture *f)
   row = n > 0 ? tern_window_get_row (w, n - 1) : NULL;
   fixes = row != NULL ? tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) : NULL;
   CHECKF (fixes != NULL, "no ways out under the failed answer (%u messages)", n);
+  /* The engine's detail inside the app's sentence continues it: German's
+   * read "(Die Nachricht hat 1415 Token; ...)" mid-sentence. */
+  if (n > 0 && tern_chat_get_message (chat, n - 1)->error != NULL)
+    {
+      const char *error = tern_chat_get_message (chat, n - 1)->error;
+
+      CHECKF (strstr (error, "(Die ") == NULL && strstr (error, "(Der ") == NULL
+              && strstr (error, "(Le ") == NULL && strstr (error, "(La ") == NULL,
+              "%s: %s", lang, error);
+    }
   spin_for (1.0);
   CHECKF (gtk_widget_get_width (GTK_WIDGET (w)) <= 361, "%s: the window is %d px wide", lang,
           gtk_widget_get_width (GTK_WIDGET (w)));
@@ -456,6 +468,33 @@ part_cut_off (Fixture *f)
   spin_for (0.2);
 }
 
+#ifdef TERN_HAVE_MANAGER
+/* "0 octet libérés": the size's number decides its unit's form, and the
+ * sentence around it has to agree with any. */
+static void
+part_freed (Fixture *f)
+{
+  static const guint64 sizes[] = { 0, 1, 2, 1500000000 };
+  static const char *const wrong[] = { "octet libérés", "byte liberados", "Byte werden" };
+
+  (void) f;
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      g_autofree char *size = tern_manager_format_size (sizes[i]);
+      g_autofree char *removed = g_strdup_printf (_("Removed %s (%s freed)."), "seabird", size);
+      g_autofree char *loaded = g_strdup_printf (_("Removed %s. It is still loaded: its %s are freed when another model is loaded or Tern is closed."),
+                                                 "seabird", size);
+
+      for (guint j = 0; j < G_N_ELEMENTS (wrong); j++)
+        {
+          CHECKF (strstr (removed, wrong[j]) == NULL, "%s: \"%s\"", lang, removed);
+          CHECKF (strstr (loaded, wrong[j]) == NULL, "%s: \"%s\"", lang, loaded);
+        }
+      fprintf (stderr, "%s\n%s\n", removed, loaded);
+    }
+}
+#endif
+
 int
 main (int   argc,
       char *argv[])
@@ -509,6 +548,10 @@ main (int   argc,
     part_overflow_narrow (&f);
   else if (g_str_equal (part, "cut-off"))
     part_cut_off (&f);
+#ifdef TERN_HAVE_MANAGER
+  else if (g_str_equal (part, "freed"))
+    part_freed (&f);
+#endif
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
