@@ -15,6 +15,8 @@
  *   cut-off      (second argument optional: de, fr) an answer cut off says
  *                so once, on its row, and the stats bar agrees with the
  *                row in its outcome and its words (session 50)
+ *   default-prompt  (second argument: de, fr) the default system prompt is
+ *                in the user's language; a user's own is kept (session 50)
  *   freed        (second argument: de, es, fr) "Removed X (0 bytes freed)"
  *                agrees with any size (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
@@ -468,6 +470,28 @@ part_cut_off (Fixture *f)
   spin_for (0.2);
 }
 
+/* The default system prompt was English in every language; a user's own
+ * prompt, English or not, is never changed. */
+static void
+part_default_prompt (Fixture *f)
+{
+  static const char *english = "You are a helpful assistant.";
+  TernWindow *w = open_window (f);
+  g_autofree char *shown = tern_pin_editor_get_text (tern_window_get_pin_editor (w));
+
+  CHECKF (shown != NULL && *shown != '\0' && g_strcmp0 (shown, english) != 0,
+          "%s: the default prompt is \"%s\"", lang, shown ? shown : "(none)");
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+  g_clear_pointer (&shown, g_free);
+  g_settings_set_string (f->settings, "system-prompt", english);
+  w = open_window (f);
+  shown = tern_pin_editor_get_text (tern_window_get_pin_editor (w));
+  CHECKF (g_strcmp0 (shown, english) == 0, "%s: the user's own prompt became \"%s\"", lang, shown);
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
 #ifdef TERN_HAVE_MANAGER
 /* "0 octet libérés": the size's number decides its unit's form, and the
  * sentence around it has to agree with any. */
@@ -548,6 +572,8 @@ main (int   argc,
     part_overflow_narrow (&f);
   else if (g_str_equal (part, "cut-off"))
     part_cut_off (&f);
+  else if (g_str_equal (part, "default-prompt"))
+    part_default_prompt (&f);
 #ifdef TERN_HAVE_MANAGER
   else if (g_str_equal (part, "freed"))
     part_freed (&f);
