@@ -1306,6 +1306,37 @@ handle_remote_generate (Engine  *engine,
 }
 #endif
 
+/* The header's line for a model, in the user's language: the engine's
+ * tn_model_description is English for the CLI and the logs ("(qwen3,
+ * 499.7K params, Q8_0) - demo model, random weights"). */
+static char *
+describe_model (const tn_model *model)
+{
+  const double n = (double) tn_model_n_params (model);
+  g_autofree char *params = NULL;
+
+  if (n >= 1e9)
+    /* Translators: a model's size: billions of parameters ("1.00B") */
+    params = g_strdup_printf (_("%.2fB parameters"), n / 1e9);
+  else if (n >= 1e6)
+    /* Translators: a model's size: millions of parameters ("270.4M") */
+    params = g_strdup_printf (_("%.1fM parameters"), n / 1e6);
+  else
+    /* Translators: a model's size: thousands of parameters ("499.7K") */
+    params = g_strdup_printf (_("%.1fK parameters"), n / 1e3);
+  return tn_model_is_demo (model)
+    /* Translators: the header's line for a model with random weights (a
+     * demo): its name, its architecture ("qwen3"), its size ("499.7K
+     * parameters") and its weights' type ("Q8_0") */
+    ? g_strdup_printf (_("%s (%s, %s, %s) - demo model, random weights"), tn_model_name (model),
+                       tn_arch_name (tn_model_arch (model)), params, tn_model_quant_name (model))
+    /* Translators: the header's line for a model: its name, its
+     * architecture ("qwen3"), its size ("1.00B parameters") and its
+     * weights' type ("Q4_K_M") */
+    : g_strdup_printf (_("%s (%s, %s, %s)"), tn_model_name (model),
+                       tn_arch_name (tn_model_arch (model)), params, tn_model_quant_name (model));
+}
+
 /* The model's suggested sampling: its file's general.sampling.* keys, else
  * the catalog entry of the store's file it is (tern-sampling.h). */
 static void
@@ -1440,7 +1471,7 @@ handle_load (Engine  *engine,
   suggest_sampling (&engine->suggested, model, req->text);
   ev->sampling = engine->suggested;
 
-  ev->description = g_strdup (tn_model_description (model));
+  ev->description = describe_model (model);
   ev->flag = tn_model_is_demo (model);
   end_remote (engine);
   event_post (ev);

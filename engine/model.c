@@ -1265,19 +1265,19 @@ static void describe(tn_model *m) {
     m->demo = random_weights(g, m->name);
     size_t n = strlen(m->name) + 128;
     m->description = malloc(n);
-    if (m->description) {
-        char up[16] = "?";
-        if (ftname)
-            snprintf(up, sizeof up, "%s", ftname);
-        else if (tname) {
-            size_t i = 0;
-            for (; tname[i] && i + 1 < sizeof up; i++)
-                up[i] = (char)toupper((unsigned char)tname[i]);
-            up[i] = '\0';
-        }
+    char *up = m->quant;
+    snprintf(up, sizeof m->quant, "?");
+    if (ftname)
+        snprintf(up, sizeof m->quant, "%s", ftname);
+    else if (tname) {
+        size_t i = 0;
+        for (; tname[i] && i + 1 < sizeof m->quant; i++)
+            up[i] = (char)toupper((unsigned char)tname[i]);
+        up[i] = '\0';
+    }
+    if (m->description)
         snprintf(m->description, n, "%s (%s, %s params, %s)%s", m->name, tn_arch_name(m->hp.arch),
                  params, up, m->demo ? " - demo model, random weights" : "");
-    }
 }
 
 /* The tokenizer and chat format. A model without a usable tokenizer still
@@ -1717,6 +1717,7 @@ const char *tn_model_description(const tn_model *m) {
     return m->description ? m->description : m->name;
 }
 bool tn_model_is_demo(const tn_model *m) { return m->demo; }
+const char *tn_model_quant_name(const tn_model *m) { return m->quant; }
 const char *tn_model_path(const tn_model *m) { return m->path; }
 const tn_gguf *tn_model_gguf(const tn_model *m) { return m->gguf; }
 /* Only layers that own KV memory count (Gemma 4's shared-KV layers own

@@ -143,6 +143,7 @@ struct tn_model {
     char *path;
     char *name;        /* general.name, or the file name */
     char *description;
+    char quant[16];    /* "Q8_0": the file's type, else its largest tensors' */
     bool demo;         /* random weights Tern wrote (tn_model_is_demo) */
     tn_hparams hp;
     tn_weight tok_embd;       /* [n_vocab][n_embd] */

@@ -537,6 +537,10 @@ const char *tn_model_description(const tn_model *model);
 /* A model of random weights that Tern wrote (tern.random_weights, or an
  * older writer's exact name; docs/MODEL.md, "Demo models"). */
 bool tn_model_is_demo(const tn_model *model);
+/* The weights' type as the description names it ("Q4_K_M", "Q8_0"; "?"
+ * when unknown): with tn_model_name, tn_arch_name and tn_model_n_params, a
+ * caller composes the description in its own words and language. */
+const char *tn_model_quant_name(const tn_model *model);
 const char *tn_model_path(const tn_model *model);
 const tn_gguf *tn_model_gguf(const tn_model *model);
 /* KV cache bytes per token of context (bf16 keys and values, all layers). */

@@ -17,6 +17,8 @@
  *                row in its outcome and its words (session 50)
  *   default-prompt  (second argument: de, fr) the default system prompt is
  *                in the user's language; a user's own is kept (session 50)
+ *   subtitle     (second argument: de, fr) the header's model line is in
+ *                the user's language (session 50)
  *   freed        (second argument: de, es, fr) "Removed X (0 bytes freed)"
  *                agrees with any size (session 50)
  * Screenshots go to TERN_TEST_OUT. Exit 77 when no display can be had.
@@ -492,6 +494,29 @@ part_default_prompt (Fixture *f)
   spin_for (0.2);
 }
 
+/* The header's model line was the engine's English "(qwen3, 499.7K params,
+ * Q8_0) - demo model, random weights" in every language. */
+static void
+part_subtitle (Fixture *f)
+{
+  g_autofree char *name = g_strdup_printf ("walk-subtitle-%s.png", lang);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  TernWindow *w;
+  const char *subtitle;
+
+  if ((w = open_with_model (f, 1000)) == NULL)
+    return;
+  subtitle = adw_window_title_get_subtitle (w->window_title);
+  /* (The model's own name, general.name, is "Tern demo model (random
+   * weights)": the file's words, not the app's.) */
+  CHECKF (subtitle != NULL && strstr (subtitle, " params, ") == NULL
+          && !g_str_has_suffix (subtitle, " - demo model, random weights"),
+          "%s: the header says \"%s\"", lang, subtitle ? subtitle : "(none)");
+  CHECK (app_test_save_screenshot (GTK_WIDGET (w), path));
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
 #ifdef TERN_HAVE_MANAGER
 /* "0 octet libérés": the size's number decides its unit's form, and the
  * sentence around it has to agree with any. */
@@ -574,6 +599,8 @@ main (int   argc,
     part_cut_off (&f);
   else if (g_str_equal (part, "default-prompt"))
     part_default_prompt (&f);
+  else if (g_str_equal (part, "subtitle"))
+    part_subtitle (&f);
 #ifdef TERN_HAVE_MANAGER
   else if (g_str_equal (part, "freed"))
     part_freed (&f);
