@@ -778,7 +778,12 @@ tern_message_format_stats (const TernMessage *m)
   else if (g_strcmp0 (st->stop_reason, "limit") == 0)
     /* Translators: "Answer Length Limit" is the setting's title in Preferences */
     g_string_append_printf (s, " · %s", _("cut off by the Answer Length Limit"));
-  return g_string_free (s, FALSE);
+  /* The stats bar's separator beside it (tern-size.h). */
+  {
+    g_autofree char *figures = g_string_free (s, FALSE);
+
+    return tern_app_localize_decimals (figures);
+  }
 }
 
 /* ------------------------------------------------------------------ JSON */

@@ -18,6 +18,7 @@
 #include "tern.h"
 #include "tern-context.h"
 #include "tern-engine-worker.h"
+#include "tern-size.h"
 #include "tern-sampling.h"
 #ifdef TERN_HAVE_SERVER
 #include "tern-server.h"
@@ -1314,6 +1315,7 @@ describe_model (const tn_model *model)
 {
   const double n = (double) tn_model_n_params (model);
   g_autofree char *params = NULL;
+  g_autofree char *shown = NULL;
 
   if (n >= 1e9)
     /* Translators: a model's size: billions of parameters ("1.00B") */
@@ -1324,17 +1326,18 @@ describe_model (const tn_model *model)
   else
     /* Translators: a model's size: thousands of parameters ("499.7K") */
     params = g_strdup_printf (_("%.1fK parameters"), n / 1e3);
+  shown = tern_app_localize_decimals (params);
   return tn_model_is_demo (model)
     /* Translators: the header's line for a model with random weights (a
      * demo): its name, its architecture ("qwen3"), its size ("499.7K
      * parameters") and its weights' type ("Q8_0") */
     ? g_strdup_printf (_("%s (%s, %s, %s) - demo model, random weights"), tn_model_name (model),
-                       tn_arch_name (tn_model_arch (model)), params, tn_model_quant_name (model))
+                       tn_arch_name (tn_model_arch (model)), shown, tn_model_quant_name (model))
     /* Translators: the header's line for a model: its name, its
      * architecture ("qwen3"), its size ("1.00B parameters") and its
      * weights' type ("Q4_K_M") */
     : g_strdup_printf (_("%s (%s, %s, %s)"), tn_model_name (model),
-                       tn_arch_name (tn_model_arch (model)), params, tn_model_quant_name (model));
+                       tn_arch_name (tn_model_arch (model)), shown, tn_model_quant_name (model));
 }
 
 /* The model's suggested sampling: its file's general.sampling.* keys, else

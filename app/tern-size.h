@@ -1,6 +1,9 @@
 /* tern-size.h: a size as the app shows it. */
 #pragma once
 
+#include <locale.h>
+#include <string.h>
+
 #include <glib.h>
 
 #ifdef TERN_HAVE_MANAGER
@@ -22,6 +25,39 @@ tern_app_format_size (guint64 bytes)
 #else
   return g_format_size (bytes);
 #endif
+}
+
+/* The decimal separator the app's sizes have ("131,1 kB" in German). */
+static inline const char *
+tern_app_decimal_separator (void)
+{
+#ifdef TERN_HAVE_MANAGER
+  return tern_manager_decimal_separator ();
+#else
+  return localeconv ()->decimal_point;
+#endif
+}
+
+/* text, its figures (printf's, with LC_NUMERIC's point) given the sizes'
+ * separator: German and French words with numbers in the C locale (a
+ * locale not generated, LANGUAGE set) read "4003.9 Token/s" beside
+ * "131,1 kB". A point between two digits is a decimal one in the figures
+ * this is for. With a locale set for numbers, both are its own already. */
+static inline char *
+tern_app_localize_decimals (const char *text)
+{
+  const char *sep = tern_app_decimal_separator ();
+  GString *s;
+
+  if (text == NULL || g_str_equal (sep, "."))
+    return g_strdup (text);
+  s = g_string_sized_new (strlen (text) + 8);
+  for (const char *p = text; *p != '\0'; p++)
+    if (*p == '.' && p > text && g_ascii_isdigit (p[-1]) && g_ascii_isdigit (p[1]))
+      g_string_append (s, sep);
+    else
+      g_string_append_c (s, *p);
+  return g_string_free (s, FALSE);
 }
 
 G_END_DECLS

@@ -119,10 +119,20 @@ static void
 set_figures (TernStatsBar *self,
              const char   *text)
 {
-  g_autoptr(PangoAttrList) attrs = figures_breaks (text);
+  g_autofree char *shown = tern_app_localize_decimals (text);
+  g_autoptr(PangoAttrList) attrs = figures_breaks (shown);
 
-  gtk_label_set_text (self->figures_label, text);
+  gtk_label_set_text (self->figures_label, shown);
   gtk_label_set_attributes (self->figures_label, attrs);
+}
+
+static void
+set_figures_tooltip (TernStatsBar *self,
+                     const char   *text)
+{
+  g_autofree char *shown = tern_app_localize_decimals (text);
+
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), shown);
 }
 
 /* Whether text, broken as set_figures breaks it, holds in the two lines the
@@ -255,7 +265,7 @@ tern_stats_bar_update (TernStatsBar    *self,
     {
       forget_summary (self);
       set_figures (self, text);
-      gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), full);
+      set_figures_tooltip (self, full);
       return TRUE;
     }
   return FALSE;
@@ -372,7 +382,7 @@ tern_stats_bar_finish (TernStatsBar    *self,
   self->summary = g_strdup (text);
   set_figures (self, text);
   show_summary (self);
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->figures_label), text);
+  set_figures_tooltip (self, text);
   if (!self->prefill_sampled && final->prefill_tok_s > 0)
     tern_throughput_plot_add_sample (self->plot, final->prefill_tok_s, TRUE);
   self->prefill_sampled = TRUE;

@@ -61,8 +61,8 @@ tern_manager_version_compare (const char *a,
  * in (a translation). LANGUAGE=fr with numbers in the C locale (a locale
  * not generated, the tests' C.UTF-8, tern-cli, which sets LC_MESSAGES
  * only) gave "2.5 Go". */
-static const char *
-decimal_separator (void)
+const char *
+tern_manager_decimal_separator (void)
 {
   const char *numeric = setlocale (LC_NUMERIC, NULL);
   const struct lconv *conv = localeconv ();
@@ -118,7 +118,7 @@ tern_manager_format_size (guint64 bytes)
       if ((dot = strchr (number, '.')) != NULL)
         {
           *dot = '\0';
-          return g_strconcat (number, decimal_separator (), dot + 1, space, unit, NULL);
+          return g_strconcat (number, tern_manager_decimal_separator (), dot + 1, space, unit, NULL);
         }
     }
   return g_strconcat (number, space, unit, NULL);

@@ -49,6 +49,8 @@ int tern_manager_version_compare (const char *a,
  * show), in the words of the user's language ("1,5 Go" in French) with its
  * decimal separator: LC_NUMERIC's where one is set, else the translation's. */
 char *tern_manager_format_size (guint64 bytes);
+/* The decimal separator tern_manager_format_size writes. */
+const char *tern_manager_decimal_separator (void);
 
 /* A download's time left, for the app's row and tern-cli pull: "1:58"
  * (minutes and seconds) under an hour, "1 h 05 min" from an hour on

@@ -402,6 +402,28 @@ word_after_number (const char *format)
   return d != NULL ? d + 2 + (d[2] == ' ') : format;
 }
 
+/* The texts of the labels under widget, one a line. */
+static void
+collect_label_texts (GtkWidget *widget,
+                     GString   *out)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_get_visible (widget))
+    g_string_append_printf (out, "%s\n", gtk_label_get_text (GTK_LABEL (widget)));
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    collect_label_texts (c, out);
+}
+
+/* The decimal separators between digits in text ("." or ","), each once. */
+static void
+collect_separators (const char *text,
+                    GString    *seps)
+{
+  for (const char *p = text; p != NULL && *p != '\0'; p++)
+    if ((*p == '.' || *p == ',') && p > text && g_ascii_isdigit (p[-1]) && g_ascii_isdigit (p[1])
+        && strchr (seps->str, *p) == NULL)
+      g_string_append_c (seps, *p);
+}
+
 /* An answer cut off: at the Answer Length Limit the row said so and the
  * stats bar "Done" beside it; at the end of the context the row's sentence
  * came again, word for word, in a toast. The bar and the row named the
@@ -436,11 +458,30 @@ part_cut_off (Fixture *f)
   CHECKF (g_strcmp0 (tern_stats_bar_get_phase (tern_window_get_stats_bar (w)), _("Cut off")) == 0,
           "%s: the row says cut off, the bar \"%s\"", lang,
           tern_stats_bar_get_phase (tern_window_get_stats_bar (w)));
-  bar = tern_stats_bar_get_text (tern_window_get_stats_bar (w));
+  /* The bar's whole summary (its label may show a short form). */
+  bar = tern_stats_bar_get_figures_tooltip (tern_window_get_stats_bar (w));
   CHECKF (m->stats.restored_tokens > 0, "%s: no tokens reused (%d)", lang, m->stats.restored_tokens);
   CHECKF (strstr (figures, word) != NULL && strstr (bar, word) != NULL,
           "%s: the row says \"%s\", the bar \"%s\": one word (\"%s\") for the tokens reused", lang,
           figures, bar, word);
+  /* One decimal separator on the screen: German's read "4003.9 Token/s"
+   * in the bar beside the context's "131,1 kB". */
+  {
+    const char *gauge = tern_stats_bar_get_context_text (tern_window_get_stats_bar (w));
+    g_autoptr(GString) row = g_string_new (NULL);
+    g_autoptr(GString) seps = g_string_new (NULL);
+    GtkWidget *last = tern_window_get_row (w, tern_chat_get_n_messages (chat) - 1);
+
+    CHECKF (gauge != NULL, "%s: no context gauge", lang);
+    CHECK (last != NULL);
+    if (last != NULL)
+      collect_label_texts (last, row);
+    collect_separators (gauge, seps);
+    collect_separators (bar, seps);
+    collect_separators (row->str, seps);
+    CHECKF (seps->len == 1, "%s: the separators \"%s\" in \"%s\", \"%s\" and \"%s\"", lang, seps->str,
+            bar, row->str, gauge ? gauge : "");
+  }
 
   /* Cut off by the end of the 256-token context (random weights may end
    * an answer of themselves first: a few tries). */
