@@ -778,6 +778,9 @@ _tern_window_show_last_figures (TernWindow *self)
         continue;
       if (m->error != NULL)
         outcome = g_strcmp0 (m->stop_reason, "context full") == 0 ? _("Cut off") : _("Failed");
+      /* As on_finished: the row says cut off by the Answer Length Limit. */
+      else if (!m->cancelled && g_strcmp0 (m->stop_reason, "limit") == 0)
+        outcome = _("Cut off");
       tern_stats_bar_finish (self->stats_bar, &m->stats, m->cancelled, outcome);
       break;
     }

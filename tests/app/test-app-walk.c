@@ -458,6 +458,15 @@ part_cut_off (Fixture *f)
   CHECKF (g_strcmp0 (tern_stats_bar_get_phase (tern_window_get_stats_bar (w)), _("Cut off")) == 0,
           "%s: the row says cut off, the bar \"%s\"", lang,
           tern_stats_bar_get_phase (tern_window_get_stats_bar (w)));
+  /* In the row's word: German's bar said "Gekürzt" beside the row's
+   * "abgeschnitten", French's "Tronquée" beside "coupée". */
+  {
+    g_autofree char *phase = g_utf8_casefold (_("Cut off"), -1);
+    g_autofree char *row = g_utf8_casefold (figures, -1);
+
+    CHECKF (strstr (row, phase) != NULL, "%s: the bar says \"%s\", the row \"%s\"", lang, phase,
+            figures);
+  }
   /* The bar's whole summary (its label may show a short form). */
   bar = tern_stats_bar_get_figures_tooltip (tern_window_get_stats_bar (w));
   CHECKF (m->stats.restored_tokens > 0, "%s: no tokens reused (%d)", lang, m->stats.restored_tokens);
