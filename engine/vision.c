@@ -191,6 +191,8 @@ int tn_vision_key_eps(const tn_gguf *g, float *eps, tn_error *err) {
     return TN_OK;
 }
 
+#define TN_VISION_PIXEL_MAX 1e4
+
 int tn_vision_key_stats(const tn_gguf *g, bool gemma4, float mean[3], float std[3], tn_error *err) {
     static const char *const stat_keys[2] = {"clip.vision.image_mean", "clip.vision.image_std"};
     for (int k = 0; k < 2; k++) {
@@ -216,6 +218,17 @@ int tn_vision_key_stats(const tn_gguf *g, bool gemma4, float mean[3], float std[
                 return tn_fail(err, TN_ERR_FORMAT, "%s: image_mean must be finite",
                                tn_gguf_path(g));
         }
+    }
+    /* Finite and positive is not enough: a pixel in [0, 1] scaled past
+     * this (a std of 1e-30, a mean of 3e38) overflows the tower, and every
+     * image token is NaN again. Published projectors stay within a few
+     * units (Gemma 3 and Gemma 4: 1). */
+    for (int c = 0; c < 3; c++) {
+        const double far = fmax(fabs((double)mean[c]), fabs(1.0 - mean[c])) / std[c];
+        if (!(far <= TN_VISION_PIXEL_MAX))
+            return tn_fail(err, TN_ERR_FORMAT,
+                           "%s: image_mean and image_std scale a pixel to %g, more than %g",
+                           tn_gguf_path(g), far, TN_VISION_PIXEL_MAX);
     }
     return TN_OK;
 }

@@ -255,6 +255,19 @@ static void nan_std(tn_gguf_writer *w) {
     tn_gguf_writer_set_arr(w, "clip.vision.image_std", TN_GGUF_F32, m, 3);
 }
 
+/* Finite and positive, yet a pixel divided by 1e-30 (or 3e38 taken from
+ * it) overflows the tower: every image token came out NaN and the model
+ * answered <pad>. */
+static void tiny_std(tn_gguf_writer *w) {
+    const float m[3] = {0.5f, 1e-30f, 0.5f};
+    tn_gguf_writer_set_arr(w, "clip.vision.image_std", TN_GGUF_F32, m, 3);
+}
+
+static void huge_mean(tn_gguf_writer *w) {
+    const float m[3] = {3e38f, 0.5f, 0.5f};
+    tn_gguf_writer_set_arr(w, "clip.vision.image_mean", TN_GGUF_F32, m, 3);
+}
+
 /* Gemma 3 takes exactly three values (Gemma 4 reads the first three). */
 static void four_means(tn_gguf_writer *w) {
     const float m[4] = {0.5f, 0.5f, 0.5f, 0.5f};
@@ -317,6 +330,10 @@ static void hostile_projectors(const char *path, const char *dir) {
          "metadata key 'clip.has_vision_encoder' has type u32, expected bool", "is not true"},
         {"nan-mean.gguf", NULL, nan_mean, TN_ERR_FORMAT, "image_mean must be finite", NULL},
         {"nan-std.gguf", NULL, nan_std, TN_ERR_FORMAT, "image_std must be positive", NULL},
+        {"tiny-std.gguf", NULL, tiny_std, TN_ERR_FORMAT,
+         "image_mean and image_std scale a pixel to", NULL},
+        {"huge-mean.gguf", NULL, huge_mean, TN_ERR_FORMAT,
+         "image_mean and image_std scale a pixel to", NULL},
         /* The metadata readers Gemma 3 shares with Gemma 4 (tn_vision_key_*):
          * Gemma 3's own rules. No image_mean is Gemma 3's 0.5. */
         {"four-means.gguf", NULL, four_means, TN_ERR_FORMAT,
