@@ -241,6 +241,21 @@ class Server:
             doc = None
         return status, hdrs, doc, out
 
+    def health(self):
+        return json.loads(self.request("GET", "/health")[2])
+
+    def wait_health(self, checks, what, cond, seconds=120):
+        """Polls /health until cond(its JSON) holds, then checks it: the
+        deadline only stops a broken server from hanging the test, the
+        check never reads it. Returns the last /health."""
+        deadline = time.time() + seconds
+        h = self.health()
+        while not cond(h) and time.time() < deadline:
+            time.sleep(0.05)
+            h = self.health()
+        checks.check(cond(h), "%s: %r" % (what, h))
+        return h
+
     def stream(self, path, body, **kw):
         """POSTs body with "stream": true: (status, the events before
         [DONE] as dicts, whether [DONE] ended them, the body bytes). A

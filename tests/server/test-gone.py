@@ -40,20 +40,6 @@ HELD = {"prompt": "x", "max_tokens": 1500, "stream": True, "temperature": 0,
         "logit_bias": {str(ab[0]): 100}, "stop": "b" + "ab" * 1600 + "!"}
 
 
-def health():
-    return json.loads(srv.request("GET", "/health")[2])
-
-
-def wait_for(what, cond, seconds=120):
-    deadline = time.time() + seconds
-    h = health()
-    while not cond(h) and time.time() < deadline:
-        time.sleep(0.05)
-        h = health()
-    checks.check(cond(h), "%s: %r" % (what, h))
-    return h
-
-
 def open_stream(body):
     """A stream whose first text ("a") has come: the socket, what it read."""
     data = json.dumps(body).encode()
@@ -76,15 +62,15 @@ def open_stream(body):
 # next request waited, and the first counted as abandoned only when its
 # answer's end failed to be written. Noticed, it stops within a token or
 # two; the 30 s deadline is far from both.
-h0 = health()
+h0 = srv.health()
 s, _ = open_stream(HELD)
-h = health()
+h = srv.health()
 checks.check(h["queue"] == 1, "the held stream runs: %r" % h)
 s.close()
-wait_for("the held stream whose client closed counts as abandoned, the engine is free",
+srv.wait_health(checks, "the held stream whose client closed counts as abandoned, the engine is free",
          lambda h: h["abandoned"] == h0["abandoned"] + 1 and h["queue"] == 0, seconds=30)
 status, _, doc, raw = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 2})
-h = health()
+h = srv.health()
 checks.check(status == 200 and h["served"] == h0["served"] + 1,
              "the next request is answered (%s %r; %r)" % (status, raw[:200], h))
 
@@ -93,7 +79,7 @@ checks.check(status == 200 and h["served"] == h0["served"] + 1,
 # has no reason to (curl, browsers and the SDKs do not); the server cannot
 # tell it from one whose socket closed under a dead process, so it stops
 # the generation and says why (docs/SERVER.md).
-h1 = health()
+h1 = srv.health()
 s, got = open_stream(HELD)
 s.shutdown(socket.SHUT_WR)
 s.settimeout(120)
@@ -108,19 +94,19 @@ except OSError:
 s.close()
 checks.check(b"client_closed" in got,
              "a held stream whose client half-closed reads why it ended: %r" % got[-400:])
-wait_for("the half-closed stream counts as abandoned, the engine is free",
+srv.wait_health(checks, "the half-closed stream counts as abandoned, the engine is free",
          lambda h: h["abandoned"] == h1["abandoned"] + 1 and h["queue"] == 0, seconds=30)
 
 # --- a slow reader is not gone -----------------------------------------------
 # 40 tokens of "ab", each written at once, none read until the answer is
 # complete: an open connection whose reader waits is still a client.
-h2 = health()
+h2 = srv.health()
 data = json.dumps({"prompt": "x", "max_tokens": 40, "stream": True, "temperature": 0,
                    "logit_bias": {str(ab[0]): 100}}).encode()
 s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
 s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
           b"application/json\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
-wait_for("the slow reader's answer is complete before it reads",
+srv.wait_health(checks, "the slow reader's answer is complete before it reads",
          lambda h: h["served"] == h2["served"] + 1 and h["queue"] == 0)
 got = b""
 while not got.endswith(b"0\r\n\r\n"):
@@ -131,7 +117,7 @@ while not got.endswith(b"0\r\n\r\n"):
 s.close()
 # Each event is one chunk of the chunked body: its texts, in order.
 text = "".join(m.decode() for m in re.findall(rb'"text":"((?:ab)*)"', got))
-h = health()
+h = srv.health()
 checks.check(b"data: [DONE]" in got and text == "ab" * 40 and
              h["abandoned"] == h2["abandoned"],
              "the slow reader gets its whole answer and is not abandoned (%r, %r)"

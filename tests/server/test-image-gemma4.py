@@ -145,23 +145,7 @@ def send(name, body):
         results[name] = (None, None, None, repr(err).encode())
 
 
-def health():
-    return json.loads(small.request("GET", "/health")[2])
-
-
-def wait_for(what, cond, seconds=120):
-    """Polls /health until cond(its JSON) holds: the deadline only stops a
-    broken server from hanging the test, the checks never read it."""
-    deadline = time.time() + seconds
-    h = health()
-    while not cond(h) and time.time() < deadline:
-        time.sleep(0.05)
-        h = health()
-    checks.check(cond(h), "%s: %r" % (what, h))
-    return h
-
-
-abandoned0 = health()["abandoned"]
+abandoned0 = small.health()["abandoned"]
 # Its every token a visible "a" (this random model's own answer is new
 # lines, which the stream holds back): each is written at once, so the
 # server sees the client leave at the next one.
@@ -182,14 +166,14 @@ checks.check(got.startswith(b"HTTP/1.1 200") and b'{"content":"a' in got,
              "the long answer streams: %r" % got[:600])
 queued = threading.Thread(target=send, args=("queued", pictures_body([6])))
 queued.start()
-wait_for("the queued request's picture is decoded and held", lambda h: h["image_pixels"] > 0)
+small.wait_health(checks, "the queued request's picture is decoded and held", lambda h: h["image_pixels"] > 0)
 s9, _, d9, raw9 = ask_pictures(small, [7])
 e9 = (d9 or {}).get("error") or {}
 checks.check(s9 == 503 and e9.get("code") == "images_busy" and
              "retry later" in (e9.get("message") or ""),
              "a picture meeting a queued request's picture: 503 images_busy (%s: %s)"
              % (s9, raw9[:300]))
-h = health()
+h = small.health()
 checks.check(h["queue"] == 2 and h["image_pixels"] > 0,
              "the long answer still runs and the queued picture still waits: %r" % h)
 holder.close()
@@ -197,7 +181,7 @@ queued.join()  # its post gives up after 120 s without an answer
 checks.check(results.get("queued", (None,))[0] == 200,
              "the queued picture is answered once the engine is free (%s)"
              % results.get("queued", (None, None, None, b"none"))[3][:200])
-wait_for("the long answer's client that left counts as abandoned, its pixels none",
+small.wait_health(checks, "the long answer's client that left counts as abandoned, its pixels none",
          lambda h: h["abandoned"] == abandoned0 + 1 and h["image_pixels"] == 0)
 s10, _, d10, raw10 = ask_pictures(small, [7])
 checks.check(s10 == 200, "the refused picture passes once the others are done (%s: %s)"
