@@ -483,11 +483,15 @@ static int run_completion(tern_server *srv, job *j, tn_session *session,
             return TN_ERR_OVERFLOW;
         /* A raw continuation: BOS when the vocabulary wants one, control
          * tokens in the prompt recognised (what llama.cpp's server does too). */
-        if (encoded && encoded->ids)
+        if (encoded && encoded->ids) {
             t = encoded;
-        else
+        } else {
+            /* Counted by serve-prompts (G_MESSAGES_DEBUG): a prompt of
+             * several is encoded once, by prompts_fit, never again here. */
+            g_debug("%s: a prompt of %zu bytes encoded for its run", j->id, len);
             rc = tn_tokenize(tok, j->prompt, len, TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS,
                              &own, &j->err);
+        }
         /* Only here does "" meet a vocabulary without BOS: the answer names
          * the member, as a refusal while parsing does. */
         if (rc == TN_OK && t->n == 0) {
@@ -553,16 +557,41 @@ static void lp_settle(job *j) {
     g_mutex_unlock(&j->lock);
 }
 
+/* A prompt of n tokens (BOS included) that its session's context cannot
+ * hold, as its run would refuse it, and with the same message. True with
+ * the refusal in j->err. */
+static bool prompt_over_context(job *j, tn_session *session, int i, int64_t n) {
+    const int32_t n_pin = tn_session_pin_info(session).n_pin;
+    const int32_t n_ctx = tn_session_n_ctx(session);
+    if (n <= n_ctx - n_pin)
+        return false;
+    if (n_pin > 0)
+        g_snprintf(j->err.message, sizeof j->err.message,
+                   "prompt[%d]: the message is %" G_GINT64_FORMAT
+                   " tokens; %d are free after the %d-token system prompt",
+                   i, (gint64)n, n_ctx - n_pin, n_pin);
+    else
+        g_snprintf(j->err.message, sizeof j->err.message,
+                   "prompt[%d]: the message is %" G_GINT64_FORMAT " tokens; the context holds %d",
+                   i, (gint64)n, n_ctx);
+    return true;
+}
+
 /* The prompts' tokens in all, under TERN_COMPLETION_PROMPTS_TOKENS_MAX
  * before any is run: parsing counted the text prompts' from below only.
  * Each text prompt's tokens are kept for its run (run_prompts frees them);
- * a prompt's own errors are left to run_completion. */
+ * a prompt's own errors, but for its size, are left to run_completion.
+ * The first prompt that cannot fit the context ends the count: the ones
+ * after it would be encoded, and the ones before it run, for nothing but
+ * the 400 (docs/SERVER.md, "Several prompts"). */
 static int prompts_fit(tern_server *srv, job *j, tn_session *session) {
     const tn_tokenizer *tok = tn_model_tokenizer(srv->model);
     gint64 total = 0;
     for (int i = 0; i < j->n_prompts; i++) {
         job_prompt_in *in = &j->prompts[i];
         if (!in->text || !tok) {
+            if (prompt_over_context(j, session, i, in->n_ids))
+                return TN_ERR_OVERFLOW;
             total += in->n_ids;
             continue;
         }
@@ -576,11 +605,14 @@ static int prompts_fit(tern_server *srv, job *j, tn_session *session) {
             return TN_ERR_OVERFLOW;
         }
         tn_error e;
+        g_debug("%s: prompt[%d] encoded for the prompts' bound", j->id, i);
         if (tn_tokenize(tok, in->text, strlen(in->text),
-                        TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in->tokens, &e) == TN_OK)
-            total += (gint64)in->tokens.n;
-        else
+                        TN_TOKENIZE_SPECIAL | TN_TOKENIZE_ADD_BOS, &in->tokens, &e) != TN_OK)
             tn_tokens_free(&in->tokens);
+        else if (prompt_over_context(j, session, i, (int64_t)in->tokens.n))
+            return TN_ERR_OVERFLOW;
+        else
+            total += (gint64)in->tokens.n;
         if (job_abandoned(j))
             return TN_ERR_CANCELLED;
     }

@@ -5,7 +5,7 @@ tern-cli, run alternately (A, B, A, B, ...) so that the machine's load moves
 them alike.
 
 usage: prompts-time.py --vocab TOKENIZER_JSON [--arch ARCH] [--prompts N]
-                       [--bytes B] [--runs R] TERN_CLI...
+                       [--bytes B] [--runs R] [--over I] TERN_CLI...
 
 N prompts (default 64) of B bytes (default 3000) each, random words of a
 fixed seed (each prompt its own), max_tokens 1, greedy; R rounds (default
@@ -14,7 +14,11 @@ default llama) with a 2,048-token context, built in a temporary directory
 by the first TERN_CLI. Prints each build's times (wall-clock, request to
 answer) and their median, and the same less the engine's prefill and
 decode time the answer's usage reports (what is left: encoding the
-prompts, the answer, HTTP)."""
+prompts, the answer, HTTP).
+
+--over I: prompt I (from 0) is one over the context by its token count
+but not by the tokenizer's bound ("a " 2,100 times, 2,101 tokens): the
+request is refused with a 400, and the times are until that answer."""
 
 import argparse
 import http.client
@@ -63,7 +67,7 @@ class Server:
         if not self.port:
             sys.exit("%s: the server did not start" % cli)
 
-    def ask(self, body):
+    def ask(self, body, status=200):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600)
         t0 = time.time()
         c.request("POST", "/v1/completions", body=json.dumps(body),
@@ -72,7 +76,7 @@ class Server:
         data = r.read()
         dt = time.time() - t0
         c.close()
-        if r.status != 200:
+        if r.status != status:
             sys.exit("answered %d: %r" % (r.status, data[:300]))
         return dt, json.loads(data)
 
@@ -88,6 +92,7 @@ def main():
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--bytes", type=int, default=3000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--over", type=int, default=None)
     ap.add_argument("cli", nargs="+")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="prompts-time.")
@@ -97,12 +102,19 @@ def main():
                     "--ff", "128", "--ctx", "2048", "--seed", "9", "--tokenizer", a.vocab,
                     "-o", model], check=True, capture_output=True)
     body = {"prompt": prompts(a.prompts, a.bytes), "max_tokens": 1, "temperature": 0}
+    if a.over is not None:
+        body["prompt"][a.over] = "a " * 2100
     servers = [Server(cli, model, tmp, "s%d" % i) for i, cli in enumerate(a.cli)]
     times = [[] for _ in servers]
     rest = [[] for _ in servers]
     tokens = None
     for _ in range(a.runs):
         for i, s in enumerate(servers):
+            if a.over is not None:
+                dt, _ = s.ask(body, 400)
+                times[i].append(dt)
+                rest[i].append(dt)
+                continue
             dt, doc = s.ask(body)
             u = doc["usage"]
             tm = u["timings"]
@@ -113,8 +125,12 @@ def main():
             tokens = u["prompt_tokens"]
     for s in servers:
         s.stop()
-    print("%d prompts of %d bytes, %s prompt tokens in all, max_tokens 1, %d rounds"
-          % (a.prompts, a.bytes, tokens, a.runs))
+    if a.over is not None:
+        print("%d prompts of %d bytes, prompt %d over the context: a 400, %d rounds"
+              % (a.prompts, a.bytes, a.over, a.runs))
+    else:
+        print("%d prompts of %d bytes, %s prompt tokens in all, max_tokens 1, %d rounds"
+              % (a.prompts, a.bytes, tokens, a.runs))
     for cli, t, r in zip(a.cli, times, rest):
         print("%s: median %.3f s (%s); less prefill and decode: median %.3f s (%s)"
               % (cli, statistics.median(t), ", ".join("%.3f" % x for x in t),

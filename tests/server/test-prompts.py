@@ -19,9 +19,12 @@ a prompt").
 - Several prompts streamed: per index the text, logprobs (echo too) and
   finish_reason of the answer not streamed, the choices one after another,
   each one's last chunk alone with its finish_reason, usage last when asked
-  for; the refusals before any chunk, a 2nd prompt that does not fit as an
-  error event after the 1st's chunks; a client that drops the stream stops
-  the prompts left.
+  for; the refusals before any chunk, a 2nd prompt that does not fit the
+  context among them; a client that drops the stream stops the prompts left.
+- A prompt over the context by its token count (past the tokenizer's
+  bound): a 400 naming the first such, streamed or not, the prompts after
+  it not encoded (counted in the server's debug log); prompts that fit are
+  each encoded once, for the bound, and run from those tokens.
 - A prompt that fails in the middle of its answer (json_object with a
   vocabulary that cannot close the object), streamed: the choices before
   it whole, its text with no finish_reason, one error event naming
@@ -222,9 +225,12 @@ refusals = [
     ([["a"], ["b"]], "prompt", "prompt[0][0] must be a token id"),
     ([[1], [2, None]], "prompt", "prompt[1][1]"),
     ([], "prompt", "empty"),
-    # "▁a" is one token: 4,200 each, over the bound together (and the context
-    # each), refused before any is run.
-    (["a " * 4200] * 64, "prompt", "one request may hold at most 262144"),
+    # "▁a" is one token: 4,202 each with the BOS and the last "▁", each over the context by
+    # its count (not by the tokenizer's bound): refused naming the first,
+    # before any is run (the 64 were encoded first: the total's bound
+    # refused them; that bound is checked on a larger context below).
+    (["a " * 4200] * 64, "prompt",
+     "prompt[0]: the message is 4202 tokens; the context holds 1024"),
 ]
 for prompt, param, words in refusals:
     status, _, d, raw = srv.post(COMPLETIONS, {"prompt": prompt, "max_tokens": 1}, timeout=600)
@@ -340,17 +346,19 @@ for prompt, param, words in [(["a"] * 65, "prompt", "at most 64"),
         err = {}
     check(status == 400 and err.get("param") == param and words in err.get("message", ""),
           "streamed %s: 400 naming %r: %s %r" % (str(prompt)[:30], words, status, raw[:300]))
-status, docs, done, out = srv.stream(COMPLETIONS, {"prompt": ["x", "a " * 4200],
-                                                  "max_tokens": 2, "temperature": 0},
-                                     timeout=600)
-firsts = [c for c in docs if c.get("choices") and c["choices"][0]["index"] == 0]
-errs = [c["error"] for c in docs if "error" in c]
-check(status == 200 and firsts and firsts[-1]["choices"][0]["finish_reason"] is not None and
-      len(errs) == 1 and "prompt[1]" in errs[0].get("message", "") and docs[-1] == {"error": errs[0]}
-      and done and not any(c.get("choices") and c["choices"][0]["index"] == 1
-                                             for c in docs),
-      "a 2nd prompt that does not fit: the 1st's chunks and finish, then an error: %s %r"
-      % (status, out[-400:]))
+# A 2nd prompt over the context by its count (past the tokenizer's bound):
+# found when the prompts are counted, before the 1st runs: a 400 too (its
+# chunks came first, then an error event).
+status, _, _, raw = srv.stream(COMPLETIONS, {"prompt": ["x", "a " * 4200],
+                                            "max_tokens": 2, "temperature": 0}, timeout=600)
+try:
+    err = json.loads(raw).get("error") or {}
+except ValueError:
+    err = {}
+check(status == 400 and err.get("code") == "context_length_exceeded" and
+      err.get("message", "").startswith("prompt[1]: the message is 4202 tokens"),
+      "a 2nd prompt that does not fit: 400 naming it before any chunk: %s %r"
+      % (status, raw[:400]))
 status, _, d, raw = srv.post(COMPLETIONS, {"prompt": ["a", "b"], "max_tokens": 1,
                                           "stream_options": {"include_usage": True}})
 check(status == 400 and (d or {}).get("error", {}).get("param") == "stream_options",
@@ -469,6 +477,70 @@ except ValueError:
 check(health.get("abandoned", 0) >= 1 or
       any(isinstance(v, dict) and v.get("abandoned", 0) >= 1 for v in health.values()),
       "the left request counts as abandoned: %r" % out[:300])
+
+# --- the prompts counted: where each is encoded ------------------------------
+print("the prompts counted", flush=True)
+# The server's debug log (on its stdout) says each time a text prompt is
+# encoded, to be counted or to be run. A larger context (4,400) lets each of 64 prompts fit
+# and their total pass 262,144 tokens.
+long_model = serverlib.make_model(tmp, name="llama2-long", vocab=vocab, arch="llama",
+                                  extra=["--ctx", "4400"])
+os.environ["G_MESSAGES_DEBUG"] = "tern-server"
+csrv = serverlib.Server(tmp, "prompts-count", long_model, args=["-c", "4400"])
+del os.environ["G_MESSAGES_DEBUG"]
+
+
+def counted(body, stream=False):
+    """Posts body to csrv: (status, error, prompts encoded for the bound,
+    prompts encoded for their run)."""
+    before = len(open(csrv.out_path).read())
+    if stream:
+        status, _, _, raw = csrv.stream(COMPLETIONS, body, timeout=600)
+    else:
+        status, _, _, raw = csrv.post(COMPLETIONS, body, timeout=600)
+    try:
+        err = json.loads(raw).get("error") or {} if status != 200 else {}
+    except ValueError:
+        err = {"raw": raw[:300]}
+    log = open(csrv.out_path).read()[before:]
+    return status, err, log.count("encoded for the prompts' bound"), log.count(
+        "encoded for its run")
+
+
+# Prompt 1 of 64 is 4,502 tokens (9,000 bytes: under the tokenizer's bound
+# for 4,400): refused naming it, with the message its run would have given,
+# once it and prompt 0 are encoded; the 62 after it were encoded too
+# (seconds under ASan for 64 prompts of 15 KB), and prompt 0 was run.
+over = ["x", "a " * 4500] + ["b " * 3000] * 62
+for stream in (False, True):
+    status, err, fit, run = counted({"prompt": over, "max_tokens": 1}, stream)
+    check(status == 400 and err.get("param") == "prompt" and
+          err.get("code") == "context_length_exceeded" and
+          err.get("message", "").startswith(
+              "prompt[1]: the message is 4502 tokens; the context holds 4400"),
+          "prompt 1 over the context by its count (stream %s): 400 naming it: %s %r"
+          % (stream, status, err))
+    check((fit, run) == (2, 0), "prompt 1 over the context (stream %s): only prompts 0 and 1 "
+          "encoded, none run: %d encoded for the bound, %d for a run" % (stream, fit, run))
+# Token ids over the context: refused so too, before prompt 0 runs.
+status, err, fit, run = counted({"prompt": [[5] * 10, [5] * 4401, [5]], "max_tokens": 1},
+                                True)
+check(status == 400 and err.get("message", "").startswith(
+      "prompt[1]: the message is 4401 tokens; the context holds 4400"),
+      "token ids over the context: 400 before any chunk, naming prompt[1]: %s %r"
+      % (status, err))
+# Prompts that fit: each encoded once, for the bound, and run from that.
+status, err, fit, run = counted({"prompt": ["a b c", "d e f", "g"], "max_tokens": 1})
+check(status == 200 and (fit, run) == (3, 0),
+      "3 prompts that fit: each encoded once, for the bound: %s, %d and %d for a run %r"
+      % (status, fit, run, err))
+# 64 prompts that fit the context, 265,728 tokens together: the total's bound.
+status, err, fit, run = counted({"prompt": ["a " * 4150] * 64, "max_tokens": 1})
+check(status == 400 and err.get("param") == "prompt" and
+      "one request may hold at most 262144" in err.get("message", "") and fit == 64 and
+      run == 0, "64 prompts over the total's bound: 400 naming it, each encoded once: %s %r, "
+      "%d and %d" % (status, err, fit, run))
+check(csrv.stop() == 0, "the counting server stops cleanly: " + csrv.stderr()[-2000:])
 
 # --- the server stopped during a prompt ---------------------------------------
 print("the server stopped during a prompt", flush=True)
