@@ -140,6 +140,7 @@ struct _Row {
   GtkButton            *remove;
   GtkButton            *use;
   GtkWidget            *failure;      /* the failure sentence, under the subtitle */
+  GtkWidget            *description;  /* the model's own words, under its title; NULL: none */
   char                 *haystack;     /* what the filter searches, lowercase */
 };
 
@@ -476,6 +477,63 @@ add_failure_label (Row    *row,
   row->failure = tern_row_set_failure (row->row, buttons, NULL);
 }
 
+/* The row's own description, or NULL: under its family's heading, a tag
+ * whose words are the family's (already shown above the rows) says
+ * nothing more. */
+static const char *
+row_description (TernModelManager     *self,
+                 AdwPreferencesGroup  *group,
+                 const TernCatalogTag *tag)
+{
+  if (tag == NULL || tag->description == NULL || *tag->description == '\0')
+    return NULL;
+  if (group != self->here_group && tag->family != NULL
+      && g_strcmp0 (tag->description, tag->family->description) == 0)
+    return NULL;
+  return tern_catalog_text (tag->description);
+}
+
+/* libadwaita's subtitle label of a row (style class "subtitle"). */
+static GtkWidget *
+find_subtitle_label (GtkWidget *widget)
+{
+  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "subtitle"))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_subtitle_label (c);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* The description in a wrapped label of its own between the title and the
+ * subtitle: it was only a tooltip, which a touch screen or a keyboard never
+ * shows, and the subtitle is rewritten on every download tick. */
+static GtkWidget *
+add_description_label (GtkWidget  *row,
+                       const char *text)
+{
+  GtkWidget *label = gtk_label_new (text);
+  GtkWidget *subtitle = find_subtitle_label (row);
+
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_widget_set_halign (label, GTK_ALIGN_FILL);
+  gtk_widget_add_css_class (label, "tern-row-description");
+  if (subtitle != NULL && GTK_IS_BOX (gtk_widget_get_parent (subtitle)))
+    gtk_box_insert_child_after (GTK_BOX (gtk_widget_get_parent (subtitle)), label,
+                                gtk_widget_get_prev_sibling (subtitle));
+  else if (ADW_IS_ACTION_ROW (row))
+    adw_action_row_add_prefix (ADW_ACTION_ROW (row), label);
+  else
+    adw_expander_row_add_prefix (ADW_EXPANDER_ROW (row), label);
+  return label;
+}
+
 /* parent: the model whose flash variant this row is (NULL: a model);
  * with_variant: the model has one, so its row is an expander. */
 static Row *
@@ -503,8 +561,12 @@ add_row (TernModelManager     *self,
   else
     adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row->row), label ? label : tag);
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row->row), FALSE);
-  if (catalog_tag != NULL && catalog_tag->description != NULL)
-    gtk_widget_set_tooltip_text (row->row, tern_catalog_text (catalog_tag->description));
+  {
+    const char *description = row_description (self, group, catalog_tag);
+
+    if (description != NULL)
+      row->description = add_description_label (row->row, description);
+  }
   {
     /* The English words too: a search for "images" still finds a model
      * whose description is shown as "liest Bilder". */
@@ -695,9 +757,8 @@ update_row (Row *row)
   {
     const char *details = error != NULL ? g_hash_table_lookup (self->error_details, row->tag) : NULL;
 
-    gtk_widget_set_tooltip_text (row->row, details != NULL ? details
-                                           : row->catalog_tag != NULL ? tern_catalog_text (row->catalog_tag->description)
-                                                                      : NULL);
+    /* The description is on the row itself (row->description). */
+    gtk_widget_set_tooltip_text (row->row, details);
   }
 
   gtk_widget_set_visible (GTK_WIDGET (row->progress), pulling);

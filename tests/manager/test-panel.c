@@ -1353,6 +1353,139 @@ test_checking (void)
   stop_hub ();
 }
 
+/* A row's own description label (style class tern-row-description), not
+ * one of a row inside it (an expander's flash variant, in its revealer).
+ * NULL: none. */
+static GtkWidget *
+description_label (GtkWidget *widget,
+                   GtkWidget *row)
+{
+  if (GTK_IS_REVEALER (widget))
+    return NULL;
+  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "tern-row-description"))
+    return widget;
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = description_label (c, row);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+/* Mapped widgets under `widget` whose right edge is past `width` in
+ * `window`'s coordinates; the first one's type in *first. */
+static guint
+count_past (GtkWidget   *widget,
+            GtkWidget   *window,
+            int          width,
+            const char **first)
+{
+  graphene_rect_t bounds;
+  guint n = 0;
+
+  if (!gtk_widget_get_mapped (widget))
+    return 0;
+  if (gtk_widget_compute_bounds (widget, window, &bounds)
+      && bounds.origin.x + bounds.size.width > width + 0.5)
+    {
+      n++;
+      if (*first == NULL)
+        *first = G_OBJECT_TYPE_NAME (widget);
+    }
+  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
+    n += count_past (c, window, width, first);
+  return n;
+}
+
+/* Each model's own description on its row, not only in a tooltip (which a
+ * touch screen or a keyboard never shows), in the user's language, and
+ * none where it is its family's, shown above the rows; wrapped at 360 px. */
+static void
+test_descriptions (void)
+{
+  static const char json[] =
+    "{\"schema\": 1, \"packages\": {"
+    "  \"p-one\": {\"files\": [{\"name\": \"one.gguf\", \"url\": \"http://127.0.0.1:9/one.gguf\", \"size\": 4}]},"
+    "  \"p-two\": {\"files\": [{\"name\": \"two.gguf\", \"url\": \"http://127.0.0.1:9/two.gguf\", \"size\": 4}]}},"
+    " \"families\": ["
+    "  {\"id\": \"gamma\", \"label\": \"Gamma\","
+    "   \"description\": \"Google's Gemma 3 instruction-tuned models (Gemma Terms of Use).\", \"tags\": ["
+    "    {\"tag\": \"gamma:1b\", \"label\": \"Gamma 1B\", \"base\": \"p-one\","
+    "     \"description\": \"Gemma 3 with 1B parameters, text only: quick short answers and summaries on any"
+    " computer.\"},"
+    "    {\"tag\": \"gamma:1b-flash\", \"label\": \"Gamma 1B flash\", \"base\": \"p-one\","
+    "     \"flags\": {\"single_turn\": true},"
+    "     \"description\": \"Flash: the system prompt is pinned once and every question starts from it"
+    " (single-turn); uses the same files as gemma3:1b.\"},"
+    "    {\"tag\": \"gamma:same\", \"label\": \"Gamma Same\", \"base\": \"p-two\","
+    "     \"description\": \"Google's Gemma 3 instruction-tuned models (Gemma Terms of Use).\"},"
+    "    {\"tag\": \"gamma:none\", \"label\": \"Gamma None\", \"base\": \"p-two\"}]}]}";
+  static const char *const described[] = { "gamma:1b", "gamma:1b-flash" };
+  static const char *const plain[] = { "gamma:same", "gamma:none" };
+  g_autofree char *root = g_build_filename (tmp_root, "store-descriptions", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernCatalog) catalog = tern_catalog_new_from_data (json, -1, "descriptions.json", &error);
+  g_autoptr(TernModelStore) store = tern_model_store_new (root, &error);
+  g_autoptr(TernDownloader) dl = tern_downloader_new (store);
+  TernModelManager *panel;
+  GtkWidget *window;
+
+  g_assert_no_error (error);
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 640, 900);
+  panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  adw_expander_row_set_expanded (ADW_EXPANDER_ROW (tern_model_manager_get_row (panel, "gamma:1b")), TRUE);
+  for (int i = 0; i < 100 && !gtk_widget_get_mapped (tern_model_manager_get_row (panel, "gamma:1b-flash")); i++)
+    spin_for (50);
+
+  for (guint i = 0; i < G_N_ELEMENTS (described); i++)
+    {
+      const TernCatalogTag *tag = tern_catalog_find_tag (catalog, described[i]);
+      GtkWidget *row = tern_model_manager_get_row (panel, described[i]);
+      GtkWidget *label = description_label (row, row);
+      const char *tip = gtk_widget_get_tooltip_text (row);
+
+      if (label == NULL || !gtk_widget_get_visible (label))
+        g_error ("%s: no description on its row (its tooltip: \"%s\")", described[i], tip ? tip : "(none)");
+      /* In the user's language, as the catalog's l10n has it. */
+      g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (label)), ==, tern_catalog_text (tag->description));
+      g_assert_true (gtk_label_get_wrap (GTK_LABEL (label)));
+      g_assert_true (gtk_widget_get_mapped (label));
+    }
+  /* The family's words are its group's, said once; no description, no label. */
+  for (guint i = 0; i < G_N_ELEMENTS (plain); i++)
+    {
+      GtkWidget *row = tern_model_manager_get_row (panel, plain[i]);
+
+      if (description_label (row, row) != NULL)
+        g_error ("%s: a description label \"%s\"", plain[i],
+                 gtk_label_get_text (GTK_LABEL (description_label (row, row))));
+    }
+  spin_for (300);
+  save_picture (window, "manager-descriptions-640.png");
+
+  /* At 360 px (a phone, a tiled window) the words wrap: nothing is wider
+   * than the window. */
+  gtk_window_set_default_size (GTK_WINDOW (window), 360, 900);
+  for (int i = 0; i < 40 && gtk_widget_get_width (window) > 360; i++)
+    spin_for (50);
+  spin_for (300);
+  g_assert_cmpint (gtk_widget_get_width (window), <=, 360);
+  {
+    const char *first = NULL;
+    guint past = count_past (window, window, gtk_widget_get_width (window), &first);
+
+    if (past > 0)
+      g_error ("at 360 px, %u widgets reach past the window's edge (the first a %s)", past, first);
+  }
+  save_picture (window, "manager-descriptions-360.png");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 /* Xvfb has no D-Bus session: GTK says so once, which is no failure here. */
 static gboolean
 not_fatal_without_session_bus (const char     *domain,
@@ -1411,6 +1544,7 @@ main (int    argc,
   g_test_add_func ("/model-manager/hub-search", test_hub_search);
   g_test_add_func ("/model-manager/failed-downloads", test_failed_downloads);
   g_test_add_func ("/model-manager/checking", test_checking);
+  g_test_add_func ("/model-manager/descriptions", test_descriptions);
   status = g_test_run ();
   tern_manager_remove_tree (tmp_root, NULL);
   g_free (tmp_root);
