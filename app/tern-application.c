@@ -119,6 +119,43 @@ tern_application_get_settings (TernApplication *self)
   return self->settings;
 }
 
+/* A GSettings string is UTF-8, a file name any bytes: a name that is not
+ * UTF-8 (a Latin-1 "é" from an old archive) raised GLib's critical and the
+ * model was forgotten. Such a name is kept as its file: URI, which
+ * round-trips any bytes; every other path stays as it was, so that the
+ * value older versions wrote, and read, is unchanged. */
+void
+tern_last_model_set (GSettings  *settings,
+                     const char *path,
+                     const char *tag)
+{
+  g_autofree char *uri = NULL;
+
+  if (!g_utf8_validate (path, -1, NULL) || g_str_has_prefix (path, "file:"))
+    {
+      g_autofree char *absolute = g_canonicalize_filename (path, NULL);
+
+      /* NULL only for a name no URI can hold: forgotten, not a critical. */
+      uri = g_filename_to_uri (absolute, NULL, NULL);
+      if (uri == NULL)
+        uri = g_strdup ("");
+    }
+  g_settings_set_string (settings, "last-model", uri != NULL ? uri : path);
+  g_settings_set_string (settings, "last-model-tag", tag != NULL ? tag : "");
+}
+
+char *
+tern_last_model_get (GSettings *settings)
+{
+  g_autofree char *last = g_settings_get_string (settings, "last-model");
+
+  if (last == NULL || *last == '\0')
+    return NULL;
+  if (g_str_has_prefix (last, "file:"))
+    return g_filename_from_uri (last, NULL, NULL);
+  return g_steal_pointer (&last);
+}
+
 static TernWindow *
 get_window (TernApplication *self)
 {
@@ -143,18 +180,19 @@ tern_application_activate (GApplication *app)
     tern_window_use_demo_model (window);
   else
     {
-      g_autofree char *last = g_settings_get_string (self->settings, "last-model");
+      g_autofree char *setting = g_settings_get_string (self->settings, "last-model");
+      g_autofree char *last = tern_last_model_get (self->settings);
       g_autofree char *tag = g_settings_get_string (self->settings, "last-model-tag");
 
       /* A store tag's model comes back with its drafters, not its flags
        * (the mode and speculation stay as they were left). */
-      if (last != NULL && *last && g_file_test (last, G_FILE_TEST_IS_REGULAR))
+      if (last != NULL && g_file_test (last, G_FILE_TEST_IS_REGULAR))
         tern_window_load_tag (window, last, *tag ? tag : NULL, FALSE);
       /* Removed since (the model panel, a file manager): the start page
        * alone said "No Model Loaded", as if none had ever been chosen. */
-      else if (last != NULL && *last)
+      else if (setting != NULL && *setting)
         {
-          tern_window_say_model_gone (window, last);
+          tern_window_say_model_gone (window, last != NULL ? last : setting);
           /* Said once: the next start is a plain one. */
           g_settings_set_string (self->settings, "last-model", "");
           g_settings_set_string (self->settings, "last-model-tag", "");

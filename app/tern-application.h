@@ -34,5 +34,12 @@ char            *tern_chats_dir                (void);
 /* The demo model: the demo-model-path setting, $TERN_DEMO_MODEL, or
  * $XDG_CACHE_HOME/tern/tern-demo-random-weights.gguf (written on first use). */
 char            *tern_demo_model_path          (GSettings        *settings);
+/* last-model: the file opened again at start, whatever bytes its name has
+ * (docs/APP.md, "What the app remembers"). NULL: none, or a value that
+ * names no file. */
+char            *tern_last_model_get           (GSettings        *settings);
+void             tern_last_model_set           (GSettings        *settings,
+                                                const char       *path,
+                                                const char       *tag);
 
 G_END_DECLS

@@ -1316,6 +1316,9 @@ describe_model (const tn_model *model)
   const double n = (double) tn_model_n_params (model);
   g_autofree char *params = NULL;
   g_autofree char *shown = NULL;
+  /* A file without general.name is named by its file name, in its own
+   * bytes, which the header's label shows as UTF-8. */
+  g_autofree char *name = g_utf8_make_valid (tn_model_name (model), -1);
 
   if (n >= 1e9)
     /* Translators: a model's size: billions of parameters ("1.00B") */
@@ -1331,12 +1334,12 @@ describe_model (const tn_model *model)
     /* Translators: the header's line for a model with random weights (a
      * demo): its name, its architecture ("qwen3"), its size ("499.7K
      * parameters") and its weights' type ("Q8_0") */
-    ? g_strdup_printf (_("%s (%s, %s, %s) - demo model, random weights"), tn_model_name (model),
+    ? g_strdup_printf (_("%s (%s, %s, %s) - demo model, random weights"), name,
                        tn_arch_name (tn_model_arch (model)), shown, tn_model_quant_name (model))
     /* Translators: the header's line for a model: its name, its
      * architecture ("qwen3"), its size ("1.00B parameters") and its
      * weights' type ("Q4_K_M") */
-    : g_strdup_printf (_("%s (%s, %s, %s)"), tn_model_name (model),
+    : g_strdup_printf (_("%s (%s, %s, %s)"), name,
                        tn_arch_name (tn_model_arch (model)), shown, tn_model_quant_name (model));
 }
 

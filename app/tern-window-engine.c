@@ -234,7 +234,7 @@ show_load_error (TernWindow *self,
                  const char *error,
                  const char *english)
 {
-  g_autofree char *name = g_path_get_basename (path ? path : "");
+  g_autofree char *name = g_filename_display_basename (path ? path : "");
   g_autofree char *prefix = g_strconcat (path ? path : "", ": ", NULL);
   g_autofree char *reason = NULL;
   g_autofree char *body = NULL;
@@ -244,8 +244,9 @@ show_load_error (TernWindow *self,
   GtkWidget *expander, *details;
 
   /* The engine's message starts with the path: the body names the file once. */
-  reason = g_strdup (path != NULL && g_str_has_prefix (error, prefix) ? error + strlen (prefix)
-                                                                      : error);
+  /* The engine's words name the file in its own bytes: a label wants UTF-8. */
+  reason = g_utf8_make_valid (path != NULL && g_str_has_prefix (error, prefix) ? error + strlen (prefix)
+                                                                               : error, -1);
   if (*reason != '\0')
     *reason = g_ascii_toupper (*reason);
   /* The kind of failure, from the engine's English message (error is in the
@@ -285,7 +286,11 @@ show_load_error (TernWindow *self,
   body = g_strdup_printf (_("“%s” could not be opened. %s\n\n%s"), name, reason, hint);
   dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self),
                                                        _("The Model Could Not Be Opened"), body));
-  details = gtk_label_new (error);
+  {
+    g_autofree char *valid = g_utf8_make_valid (error, -1);
+
+    details = gtk_label_new (valid);
+  }
   gtk_label_set_wrap (GTK_LABEL (details), TRUE);
   gtk_label_set_wrap_mode (GTK_LABEL (details), PANGO_WRAP_WORD_CHAR);
   gtk_label_set_selectable (GTK_LABEL (details), TRUE);
@@ -353,7 +358,12 @@ on_model_loaded (TernWindow                 *self,
   self->model_path = g_strdup (path);
   adw_window_title_set_title (self->window_title, is_demo ? _("Demo Model") : _("Tern"));
   adw_window_title_set_subtitle (self->window_title, description);
-  gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), path);
+  {
+    /* A file name is bytes, a tooltip UTF-8 ("mod\xe9l.gguf"). */
+    g_autofree char *shown = g_filename_display_name (path);
+
+    gtk_widget_set_tooltip_text (GTK_WIDGET (self->window_title), shown);
+  }
   /* A server is not reopened at start (it may be unreachable, or billed),
    * nor the app's own demo file: the local model stays the one reopened,
    * with its tag (docs/APP.md, "What the app remembers"). */
@@ -361,9 +371,7 @@ on_model_loaded (TernWindow                 *self,
     {
       TernModelOrigin *origin = self->loading_origin;
 
-      g_settings_set_string (self->settings, "last-model", path);
-      g_settings_set_string (self->settings, "last-model-tag",
-                             origin != NULL && origin->tag != NULL ? origin->tag : "");
+      tern_last_model_set (self->settings, path, origin != NULL ? origin->tag : NULL);
     }
   /* The old model's draft went with it: the new one's drafters. */
   _tern_window_speculation_model_loaded (self);

@@ -1269,7 +1269,7 @@ static void
 show_loading (TernWindow *self,
               const char *path)
 {
-  g_autofree char *name = g_path_get_basename (path);
+  g_autofree char *name = g_filename_display_basename (path);
   g_autofree char *line = NULL;
   GStatBuf sb;
 
@@ -1314,7 +1314,7 @@ load_model (TernWindow      *self,
     {
       /* Open With, the Models window's Use: said, not dropped without a
        * word (the window's own Open is greyed out meanwhile). */
-      g_autofree char *name = g_path_get_basename (path);
+      g_autofree char *name = g_filename_display_basename (path);
       g_autofree char *note =
         g_strdup_printf (_("“%s” was not opened: an answer is being written. Stop it, then open the model again."),
                          name);
@@ -1373,7 +1373,7 @@ void
 tern_window_say_model_gone (TernWindow *self,
                             const char *path)
 {
-  g_autofree char *name = g_path_get_basename (path);
+  g_autofree char *name = g_filename_display_basename (path);
   g_autofree char *text = NULL;
   AdwToast *t;
 

@@ -9,7 +9,10 @@
  *   last-model is the file;
  * - "Use Demo Model": last-model and last-model-tag stay the file's;
  * - the demo file opened by hand through a link and through "..": the same;
- * - a copy of the demo file, another file with the same bytes: remembered. */
+ * - a copy of the demo file, another file with the same bytes: remembered;
+ * - a file whose name is not UTF-8 (a Latin-1 "é"): remembered (a string
+ *   setting cannot hold it: GLib's critical, and the model was forgotten),
+ *   opened again at the next start, and named in readable words. */
 #include "app-test.h"
 
 #include <string.h>
@@ -73,6 +76,7 @@ main (int   argc,
   g_autofree char *dotted = NULL;
   g_autofree char *copy = NULL;
   g_autofree char *bytes = NULL;
+  g_autofree char *latin = NULL;
   gsize n_bytes = 0;
   g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
@@ -147,9 +151,47 @@ main (int   argc,
   expect_title (w, "Demo Model", "a copy of the demo file");
   expect_last (copy, "", "a copy of the demo file");
 
+  /* A name in Latin-1, as an old archive or a Windows share leaves it:
+   * "mod\xe9l.gguf" is no UTF-8, and a GSettings string must be. */
+  latin = g_build_filename (tmp, "mod\xe9l.gguf", NULL);
+  CHECK (g_file_set_contents (latin, bytes, (gssize) n_bytes, NULL));
+  tern_window_load_model (w, latin);
+  CHECK (wait_for (w, not_loading, 120));
+  CHECK (wait_for (w, idle_engine, 120));
+  CHECKF (tern_window_has_model (w), "the Latin-1 name did not load: %s", tern_window_get_last_error (w));
+  {
+    g_autofree char *last = g_settings_get_string (settings, "last-model");
+    g_autofree char *shown = g_filename_display_name (latin);
+    /* docs/APP.md: a file: URI where the name is not UTF-8. */
+    g_autofree char *remembered = g_str_has_prefix (last, "file:") ? g_filename_from_uri (last, NULL, NULL)
+                                                                   : g_strdup (last);
+    const char *tip = gtk_widget_get_tooltip_text (GTK_WIDGET (w->window_title));
+    const char *sub = adw_window_title_get_subtitle (w->window_title);
+
+    CHECKF (g_utf8_validate (last, -1, NULL), "last-model is not UTF-8");
+    CHECKF (g_strcmp0 (remembered, latin) == 0, "last-model \"%s\" gives back \"%s\", not the file", last,
+            remembered ? remembered : "(nothing)");
+    CHECKF (tip != NULL && g_utf8_validate (tip, -1, NULL) && g_str_equal (tip, shown),
+            "the title's tooltip is not \"%s\"", shown);
+    CHECKF (sub != NULL && g_utf8_validate (sub, -1, NULL), "the subtitle is not UTF-8");
+  }
+  /* The next start: a fresh window opens it again. */
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+  g_application_activate (G_APPLICATION (app));
+  w = TERN_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
+  CHECK (w != NULL);
+  if (w == NULL)
+    goto gone;
+  CHECK (wait_for (w, not_loading, 120));
+  CHECK (wait_for (w, idle_engine, 120));
+  CHECKF (g_strcmp0 (tern_window_get_model_path (w), latin) == 0, "the next start opened %s",
+          tern_window_get_model_path (w) ? tern_window_get_model_path (w) : "nothing");
+
 out:
   gtk_window_destroy (GTK_WINDOW (w));
   spin_for (0.2);
+gone:
   app_test_remove (tmp);
   return tn_test_finish ("test-app-last-model");
 }
