@@ -206,6 +206,34 @@ tern_model_store_default_root (void)
 
 /* ---- installed.json ---------------------------------------------------- */
 
+/* An imported model's path in installed.json, which is JSON and so UTF-8,
+ * while a file name is any bytes: a name that is not UTF-8 (a Latin-1 "é")
+ * is kept as its file: URI, any other as the plain path it always was, so
+ * that older versions read what they wrote. The path is absolute
+ * (tern_model_store_import), so a plain one never starts with "file:". */
+static char *
+local_path_to_json (const char *path)
+{
+  char *uri;
+
+  if (g_utf8_validate (path, -1, NULL) && !g_str_has_prefix (path, "file:"))
+    return g_strdup (path);
+  uri = g_filename_to_uri (path, NULL, NULL);
+  /* Only a relative path has no URI: kept as valid UTF-8, a broken entry. */
+  return uri != NULL ? uri : g_utf8_make_valid (path, -1);
+}
+
+/* NULL: no path, or a file: URI that names no file. */
+static char *
+local_path_from_json (const char *text)
+{
+  if (text == NULL)
+    return NULL;
+  if (g_str_has_prefix (text, "file:"))
+    return g_filename_from_uri (text, NULL, NULL);
+  return g_strdup (text);
+}
+
 static gboolean
 state_fail (TernModelStore *self,
             GError        **error,
@@ -378,14 +406,15 @@ parse_state (TernModelStore *self,
     {
       g_autofree char *field = g_strdup_printf ("local.%s", (const char *) l->data);
       JsonObject *lo = obj_object (locals, l->data);
+      g_autofree char *path = NULL;
       StoreLocal *local;
 
-      if (lo == NULL || obj_string (lo, "path") == NULL
+      if (lo == NULL || (path = local_path_from_json (obj_string (lo, "path"))) == NULL
           || !g_str_has_prefix (l->data, TERN_LOCAL_PREFIX))
         return state_fail (self, error, field, "not an imported-model entry with a 'path'");
       local = g_new0 (StoreLocal, 1);
       local->tag = g_strdup (l->data);
-      local->path = g_strdup (obj_string (lo, "path"));
+      local->path = g_steal_pointer (&path);
       local->size = (guint64) MAX (obj_int (lo, "size", 0), 0);
       local->architecture = g_strdup (obj_string (lo, "architecture"));
       local->imported = g_strdup (obj_string (lo, "imported"));
@@ -892,7 +921,11 @@ save_state (TernModelStore *self,
       json_builder_set_member_name (b, local->tag);
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "path");
-      json_builder_add_string_value (b, local->path);
+      {
+        g_autofree char *json_path = local_path_to_json (local->path);
+
+        json_builder_add_string_value (b, json_path);
+      }
       json_builder_set_member_name (b, "size");
       json_builder_add_int_value (b, (gint64) local->size);
       if (local->architecture)

@@ -3049,6 +3049,37 @@ test_import (void)
   g_assert_true (g_file_test (model, G_FILE_TEST_IS_REGULAR));
 }
 
+/* A file whose name is not UTF-8 (a Latin-1 "é"): installed.json is JSON,
+ * UTF-8, and the raw bytes written there made the next read of the store
+ * fail ("invalid UTF-8 byte 0xE9"): every model, not only this one, was
+ * out of reach until the file was moved away. */
+static void
+test_import_latin1_name (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernModelStore) reread = NULL;
+  g_autofree char *model = write_gguf ("mod\xe9l.gguf", "llama", NULL);
+  g_autofree char *tag = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *reread_path = NULL;
+  g_autoptr(GError) error = NULL;
+
+  tag = tern_model_store_import (store, model, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_utf8_validate (tag, -1, NULL));
+  path = tern_model_store_get_path (store, tag, TERN_PACKAGE_ROLE_BASE);
+  g_assert_cmpstr (path, ==, model);
+
+  reread = tern_model_store_new (root, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (reread);
+  g_assert_true (tern_model_store_is_local (reread, tag));
+  reread_path = tern_model_store_get_path (reread, tag, TERN_PACKAGE_ROLE_BASE);
+  g_assert_cmpstr (reread_path, ==, model);
+  g_assert_cmpint (tern_model_store_get_state (reread, tag, NULL), ==, TERN_MODEL_STATE_INSTALLED);
+}
+
 static void
 test_state_file_errors (void)
 {
@@ -5125,6 +5156,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/check-no-hash", test_check_corrupted_no_hash);
   g_test_add_func ("/manager/store/check-async", test_check_async);
   g_test_add_func ("/manager/store/import", test_import);
+  g_test_add_func ("/manager/store/import-latin1-name", test_import_latin1_name);
   g_test_add_func ("/manager/store/failed-save-not-kept", test_failed_save_not_kept);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/store/state-unknown-keys", test_state_unknown_keys);
