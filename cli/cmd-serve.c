@@ -224,12 +224,15 @@ int cmd_serve(int argc, char **argv) {
     if (!path)
         return CLI_EXIT_BAD_INPUT;
 
-    /* The id clients name: the tag as given, or the file name without .gguf. */
+    /* The id clients name: the tag as given, or the file name without .gguf.
+     * JSON is UTF-8 and a file name any bytes: a Latin-1 "mod\xe9l.gguf" put
+     * its raw byte in every answer, which clients refused; GLib's display
+     * name ("mod\ufffdl") is UTF-8. */
     char *id = NULL;
     if (!strchr(model_arg, '/') && !g_str_has_suffix(model_arg, ".gguf")) {
-        id = g_strdup(model_arg);
+        id = g_utf8_make_valid(model_arg, -1);
     } else {
-        id = g_path_get_basename(model_arg);
+        id = g_filename_display_basename(model_arg);
         if (g_str_has_suffix(id, ".gguf"))
             id[strlen(id) - 5] = '\0';
     }
