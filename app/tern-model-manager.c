@@ -241,7 +241,10 @@ set_message (TernModelManager *self,
              const char       *text,
              gboolean          is_error)
 {
-  gtk_label_set_text (self->message_label, text ? text : "");
+  /* An error's words may name a file in its own bytes (not UTF-8). */
+  g_autofree char *valid = g_utf8_make_valid (text ? text : "", -1);
+
+  gtk_label_set_text (self->message_label, valid);
   if (is_error)
     gtk_widget_add_css_class (GTK_WIDGET (self->message_label), "error");
   else
@@ -2349,7 +2352,9 @@ tern_model_manager_import (TernModelManager  *self,
       return NULL;
     }
   {
-    g_autofree char *text = g_strdup_printf (_("Imported %s as %s."), path, tag);
+    /* A file name is bytes, a label UTF-8 (a Latin-1 "mod\xe9l.gguf"). */
+    g_autofree char *shown = g_filename_display_name (path);
+    g_autofree char *text = g_strdup_printf (_("Imported %s as %s."), shown, tag);
 
     set_message (self, text, FALSE);
   }

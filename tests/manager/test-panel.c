@@ -1483,6 +1483,22 @@ test_descriptions (void)
       g_error ("at 360 px, %u widgets reach past the window's edge (the first a %s)", past, first);
   }
   save_picture (window, "manager-descriptions-360.png");
+
+  /* Imported, a file whose name is not UTF-8 (Latin-1 "mod\xe9l.gguf") is
+   * named in readable words: its raw byte went to Pango, which warned. */
+  {
+    g_autofree char *latin = write_gguf ("mod\xe9l.gguf");
+    g_autoptr(GFile) latin_file = g_file_new_for_path (latin);
+    g_autofree char *shown = g_filename_display_name (latin);
+    g_autofree char *latin_tag = tern_model_manager_import (panel, latin_file, &error);
+    const char *said = tern_model_manager_get_message (panel);
+
+    g_assert_no_error (error);
+    g_assert_nonnull (tern_model_manager_get_row (panel, latin_tag));
+    g_assert_true (said != NULL && g_utf8_validate (said, -1, NULL));
+    g_assert_nonnull (strstr (said, shown));
+    spin_for (100);
+  }
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
