@@ -120,12 +120,21 @@ static char *state_text(TernModelStore *store, const TernCatalogTag *tag) {
     return g_strdup(state_word(state));
 }
 
+/* JSON is UTF-8 and a file name any bytes: a path that is not UTF-8 (an
+ * imported Latin-1 "mod\xe9l.gguf") is written as its file: URI, as
+ * installed.json keeps it (docs/MODELS.md); its raw byte made the whole
+ * output invalid JSON. */
 static void json_add_path(JsonBuilder *b, const char *member, char *path) {
     json_builder_set_member_name(b, member);
-    if (path)
+    if (path && g_utf8_validate(path, -1, NULL)) {
         json_builder_add_string_value(b, path);
-    else
+    } else if (path) {
+        g_autofree char *uri = g_filename_to_uri(path, NULL, NULL);
+        g_autofree char *valid = uri ? NULL : g_utf8_make_valid(path, -1);
+        json_builder_add_string_value(b, uri ? uri : valid);
+    } else {
         json_builder_add_null_value(b);
+    }
     g_free(path);
 }
 
@@ -772,7 +781,9 @@ int cmd_import(int argc, char **argv) {
         cli_error(_("import: %s"), error->message);
         return CLI_EXIT_BAD_INPUT;
     }
-    printf(_("imported %s as %s\n"), o.arg, tag);
+    /* The file name as info shows it: a byte that is not UTF-8 as "\xe9". */
+    g_autofree char *shown = cli_shown(o.arg);
+    printf(_("imported %s as %s\n"), shown ? shown : "?", tag);
     return CLI_EXIT_OK;
 }
 

@@ -3,10 +3,14 @@
 tern-cli serve -m 'mod\\xe9l.gguf' named the model by its file name in its
 own bytes, so /v1/models and every answer's "model" carried a Latin-1 byte:
 no JSON, and a client's UTF-8 decoder refused the whole answer. The id is
-now the file name as GLib shows it, "mod\\ufffdl", valid UTF-8."""
+now the file name as GLib shows it, "mod\\ufffdl", valid UTF-8. The CLI with
+the same file: run answers, import says what it imported in UTF-8 (its
+message printed the raw byte) and list reads the store again (the raw byte
+in installed.json made every later read of it fail)."""
 
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,4 +46,17 @@ check(s == 200 and doc is not None and doc.get("model") == "mod\ufffdl",
       "an answer is UTF-8 JSON naming the model (got %s %r)" % (s, out[:300]))
 rc = srv.stop()
 check(rc == 0, "the server stopped cleanly (%s: %s)" % (rc, srv.stderr()[-500:]))
+
+cli = serverlib.env("TERN_CLI")
+e = dict(os.environ, XDG_DATA_HOME=os.path.join(tmp, "data"), XDG_CACHE_HOME=os.path.join(tmp, "cache"))
+r = subprocess.run([cli, "run", "-m", model, "-p", "hi", "-n", "2", "-t", "1"], capture_output=True, env=e)
+check(r.returncode == 0, "tern-cli run opens it (%d: %r)" % (r.returncode, r.stderr[-300:]))
+r = subprocess.run([cli, "import", model], capture_output=True, env=e)
+said = r.stdout.decode("utf-8", "replace")
+check(r.returncode == 0 and r.stdout.startswith(b"imported ") and b"\xe9" not in r.stdout,
+      "tern-cli import says what it imported in UTF-8 (%d: %r %r)" % (r.returncode, r.stdout, r.stderr))
+r = subprocess.run([cli, "list", "--json"], capture_output=True, env=e)
+doc = strict_json(r.stdout) if r.returncode == 0 else None
+check(doc is not None and "local:" in r.stdout.decode("utf-8", "replace"),
+      "tern-cli list reads the store again, the import in it (%d: %r)" % (r.returncode, r.stderr[-300:]))
 checks.finish()
