@@ -12,7 +12,8 @@
  * - a copy of the demo file, another file with the same bytes: remembered;
  * - a file whose name is not UTF-8 (a Latin-1 "é"): remembered (a string
  *   setting cannot hold it: GLib's critical, and the model was forgotten),
- *   opened again at the next start, and named in readable words. */
+ *   opened again at the next start, and named in readable words, as
+ *   when it is gone at the next start. */
 #include "app-test.h"
 
 #include <string.h>
@@ -187,6 +188,27 @@ main (int   argc,
   CHECK (wait_for (w, idle_engine, 120));
   CHECKF (g_strcmp0 (tern_window_get_model_path (w), latin) == 0, "the next start opened %s",
           tern_window_get_model_path (w) ? tern_window_get_model_path (w) : "nothing");
+
+  /* Removed since: the next start names it readably, once. */
+  CHECK (g_unlink (latin) == 0);
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+  g_application_activate (G_APPLICATION (app));
+  spin_for (0.5);
+  w = TERN_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
+  CHECK (w != NULL);
+  if (w == NULL)
+    goto gone;
+  {
+    g_autofree char *left = g_settings_get_string (settings, "last-model");
+    gboolean said = FALSE;
+
+    for (guint i = 0; i < w->toasts->len; i++)
+      said = said || strstr (_tern_window_toast_get_text (g_ptr_array_index (w->toasts, i)),
+                             "mod\xef\xbf\xbdl.gguf was removed") != NULL;
+    CHECKF (said, "no toast says that mod\xef\xbf\xbdl.gguf was removed");
+    CHECKF (*left == '\0', "last-model is still \"%s\"", left);
+  }
 
 out:
   gtk_window_destroy (GTK_WINDOW (w));
