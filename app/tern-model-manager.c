@@ -697,7 +697,10 @@ fit_sentence (TernModelManager *self,
   else
     /* Translators: an imported model, whose context memory is not known: "at least 1.2 GB; 6.1 GB free" */
     detail = g_strdup_printf (_("at least %s; %s free"), need_text, free_text);
-  return g_strdup_printf ("%s (%s)", verdict, detail);
+  /* Translators: the verdict and its figures, "Fits in memory (about
+   * 1.2 GB with a 16384-token context; 6.1 GB free)" (Chinese takes
+   * full-width parentheses) */
+  return g_strdup_printf (_("%s (%s)"), verdict, detail);
 }
 
 static char *
