@@ -204,22 +204,6 @@ app_test_save_screenshot (GtkWidget  *widget,
   return FALSE;
 }
 
-GtkWidget *
-find_of_type (GtkWidget *widget,
-              GType      type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_of_type (c, type);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 static struct
 {
   gint passes;

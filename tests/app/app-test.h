@@ -8,6 +8,7 @@
 #include "tn-test.h"
 #include "tern-preferences-window.h"
 #include "tern-window-private.h"
+#include "widget-find.h"
 
 typedef gboolean (*Predicate) (TernWindow *w);
 
@@ -46,10 +47,6 @@ tn_mkmodel_params app_test_model_params (void);
  * a loaded machine may not have drawn a new window yet. */
 gboolean app_test_save_screenshot (GtkWidget  *widget,
                                    const char *path);
-
-/* The first widget of that type in widget's tree (widget itself first). */
-GtkWidget *find_of_type (GtkWidget *widget,
-                         GType      type);
 
 /* A slow disk, made with the engine's test hook (tn_test_read_guard_hook):
  * every guarded pass over a file the engine loads (one per tensor's NaN/Inf

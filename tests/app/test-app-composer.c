@@ -114,32 +114,17 @@ parse_each (const char *text,
 /* Whether a label under w shows a text holding `needle` (what the user
  * sees, not what was asked for: markup that does not parse shows nothing). */
 static gboolean
+is_visible_label_with (GtkWidget    *w,
+                       gconstpointer needle)
+{
+  return widget_is_label_with (w, needle) && gtk_widget_get_visible (w);
+}
+
+static gboolean
 label_shows (GtkWidget  *w,
              const char *needle)
 {
-  if (GTK_IS_LABEL (w) && gtk_widget_get_visible (w)
-      && strstr (gtk_label_get_text (GTK_LABEL (w)), needle) != NULL)
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (w); c != NULL; c = gtk_widget_get_next_sibling (c))
-    if (label_shows (c, needle))
-      return TRUE;
-  return FALSE;
-}
-
-/* The first attachment's remove button under widget. */
-static GtkWidget *
-find_remove (GtkWidget *widget)
-{
-  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_widget_get_tooltip_text (widget), "Remove Image") == 0)
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_remove (c);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
+  return find_widget_where (w, is_visible_label_with, needle) != NULL;
 }
 
 /* Refused: nothing attached, and an error that names the file. */
@@ -310,7 +295,7 @@ main (int   argc,
    * picture visible: the theme's circular button covered about a third of
    * it. It stays a button that takes the keyboard's focus. */
   {
-    GtkWidget *remove = find_remove (GTK_WIDGET (w));
+    GtkWidget *remove = find_button_by_tooltip (GTK_WIDGET (w), "Remove Image");
     GtkWidget *picture = remove != NULL ? gtk_widget_get_prev_sibling (remove) : NULL;
     graphene_rect_t b, p;
 

@@ -1183,40 +1183,6 @@ check_gauge_labels (GtkWidget *widget,
     check_gauge_labels (c, shown);
 }
 
-/* The stats bar's label of figures (the one with its text). */
-static GtkLabel *
-find_figures_label (GtkWidget  *widget,
-                    const char *text)
-{
-  if (GTK_IS_LABEL (widget) && *text != '\0' && g_str_equal (gtk_label_get_text (GTK_LABEL (widget)), text))
-    return GTK_LABEL (widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkLabel *found = find_figures_label (c, text);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
-/* The button under widget with this tooltip. */
-static GtkWidget *
-find_button_by_tooltip (GtkWidget  *widget,
-                        const char *tooltip)
-{
-  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_widget_get_tooltip_text (widget), tooltip) == 0)
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_button_by_tooltip (c, tooltip);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* The text this process put on the clipboard, else NULL. */
 static char *
 clipboard_text (GtkWidget *widget)
@@ -1719,7 +1685,6 @@ check_overflow_state (Fixture    *f,
  * file, with the reason under it while it is the last turn. Then Edit
  * Message, and the message sent again as it was: it does not fit either,
  * and says so on the new failed answer's row (Send's state). */
-static GtkWidget *find_mapped_label (GtkWidget *widget, const char *needle);
 
 static void
 check_regenerate_overflow (Fixture    *f,
@@ -3438,22 +3403,6 @@ pin_panel_open (TernWindow *w)
   return gtk_toggle_button_get_active (GTK_TOGGLE_BUTTON (child (w, "pin_toggle")));
 }
 
-static AdwActionRow *
-find_action_row (GtkWidget  *widget,
-                 const char *title)
-{
-  if (ADW_IS_ACTION_ROW (widget)
-      && g_strcmp0 (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)), title) == 0)
-    return ADW_ACTION_ROW (widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      AdwActionRow *row = find_action_row (c, title);
-      if (row != NULL)
-        return row;
-    }
-  return NULL;
-}
-
 /* Preferences at a phone's width: no sentence on any page cut off (the MTP
  * assistant row's "None chosen: ... made for the loa…" was, and the
  * Connections address row's "Server address, such as http://gpu-box:…"). */
@@ -3488,18 +3437,20 @@ check_preferences_narrow (Fixture *f)
   spin_for (0.2);
 }
 
+/* Under an unmapped widget all are unmapped: passing over its children, as
+ * this walk did, finds what the predicate finds. */
+static gboolean
+is_mapped_label_showing (GtkWidget    *widget,
+                         gconstpointer text)
+{
+  return widget_is_label_showing (widget, text) && gtk_widget_get_mapped (widget);
+}
+
 static gboolean
 has_mapped_label (GtkWidget  *widget,
                   const char *text)
 {
-  if (!gtk_widget_get_mapped (widget))
-    return FALSE;
-  if (GTK_IS_LABEL (widget) && g_str_equal (gtk_label_get_text (GTK_LABEL (widget)), text))
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    if (has_mapped_label (c, text))
-      return TRUE;
-  return FALSE;
+  return find_widget_where (widget, is_mapped_label_showing, text) != NULL;
 }
 
 /* Preferences > Connections with no server added: no "Servers" heading
@@ -3547,20 +3498,6 @@ check_connections_empty (Fixture *f,
 }
 
 #ifdef TERN_HAVE_MANAGER
-static GtkWidget *
-find_search_entry (GtkWidget *widget)
-{
-  if (GTK_IS_SEARCH_ENTRY (widget))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_search_entry (c);
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* The Models panel at a phone's width: its search entry's placeholder is
  * whole beside Import and Verify ("Search models and Hugging…" was cut). */
 static void
@@ -3577,7 +3514,7 @@ check_models_narrow (void)
   spin_for (0.8);
   CHECKF (gtk_widget_get_width (window) <= 361, "the Models panel is %d px wide",
           gtk_widget_get_width (window));
-  entry = find_search_entry (panel);
+  entry = find_of_type (panel, GTK_TYPE_SEARCH_ENTRY);
   CHECK (entry != NULL);
   if (entry != NULL)
     {
@@ -4134,24 +4071,6 @@ toast_over_chat_column (TernWindow *w)
   return FALSE;
 }
 
-/* A label under widget whose text has needle in it, shown. */
-static GtkWidget *
-find_mapped_label (GtkWidget  *widget,
-                   const char *needle)
-{
-  if (GTK_IS_LABEL (widget) && gtk_widget_get_mapped (widget)
-      && strstr (gtk_label_get_text (GTK_LABEL (widget)), needle) != NULL)
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_mapped_label (c, needle);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* The last answer's figures, at the end of the transcript, are not under
  * the toast up: lifted above the composer, a toast lay over them. */
 static void
@@ -4519,16 +4438,7 @@ part_toasts (Fixture *f)
 static GtkWidget *
 first_picture (GtkWidget *widget)
 {
-  if (GTK_IS_PICTURE (widget))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = first_picture (c);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
+  return find_of_type (widget, GTK_TYPE_PICTURE);
 }
 
 static GtkWidget *row_picture;
@@ -5058,7 +4968,7 @@ part_small (Fixture *f)
   {
     TernModelManager *mm = tern_model_manager_present (GTK_WINDOW (f->w), NULL, NULL);
     GtkWidget *win = GTK_WIDGET (gtk_widget_get_root (GTK_WIDGET (mm)));
-    GtkWidget *entry = find_search_entry (GTK_WIDGET (mm));
+    GtkWidget *entry = find_of_type (GTK_WIDGET (mm), GTK_TYPE_SEARCH_ENTRY);
     g_autoptr(GtkShortcutTrigger) escape = gtk_keyval_trigger_new (GDK_KEY_Escape, 0);
     g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (win);
     gboolean closes = FALSE;
@@ -5101,29 +5011,12 @@ part_small (Fixture *f)
   f->w = NULL;
 }
 
-/* The first label showing text, under widget; NULL if none. */
-static GtkLabel *
-find_label (GtkWidget  *widget,
-            const char *text)
-{
-  if (GTK_IS_LABEL (widget) && strstr (gtk_label_get_text (GTK_LABEL (widget)), text) != NULL)
-    return GTK_LABEL (widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkLabel *found = find_label (c, text);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* Whether the label showing text is aligned to the right. */
 static gboolean
 label_right (GtkWidget  *widget,
              const char *text)
 {
-  GtkLabel *label = find_label (widget, text);
+  GtkLabel *label = GTK_LABEL (find_label_with (widget, text));
 
   CHECKF (label != NULL, "no label shows \"%s\"", text);
   return label != NULL && gtk_label_get_xalign (label) == 1;

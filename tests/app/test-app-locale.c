@@ -23,21 +23,6 @@
 #include "tern-preferences-window.h"
 #include "tern-stats-bar.h"
 
-/* Whether a label somewhere under widget shows text (a button's label, a
- * status page's title: all are GtkLabels). */
-static gboolean
-find_label (GtkWidget  *widget,
-            const char *text)
-{
-  if (GTK_IS_LABEL (widget) && g_strcmp0 (gtk_label_get_text (GTK_LABEL (widget)), text) == 0)
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL;
-       c = gtk_widget_get_next_sibling (c))
-    if (find_label (c, text))
-      return TRUE;
-  return FALSE;
-}
-
 static gboolean
 save_shot (GtkWidget  *widget,
            const char *name)
@@ -203,17 +188,9 @@ static const char *
 label_with (GtkWidget  *widget,
             const char *words)
 {
-  if (GTK_IS_LABEL (widget) && strstr (gtk_label_get_text (GTK_LABEL (widget)), words) != NULL)
-    return gtk_label_get_text (GTK_LABEL (widget));
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL;
-       c = gtk_widget_get_next_sibling (c))
-    {
-      const char *found = label_with (c, words);
+  GtkWidget *label = find_label_with (widget, words);
 
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
+  return label != NULL ? gtk_label_get_text (GTK_LABEL (label)) : NULL;
 }
 
 /* The Models panel's footer over an empty models folder: "0 octet
@@ -282,8 +259,8 @@ check_catalog (const char *lang)
       if (!g_str_equal (want[i].lang, lang))
         continue;
       CHECKF (label_with (window, want[i].family) != NULL, "no family description \"%s\"", want[i].family);
-      CHECKF (find_label (window, want[i].own), "no row that says \"%s\"", want[i].own);
-      CHECKF (find_label (window, want[i].label), "no row titled \"%s\"", want[i].label);
+      CHECKF (find_label_showing (window, want[i].own), "no row that says \"%s\"", want[i].own);
+      CHECKF (find_label_showing (window, want[i].label), "no row titled \"%s\"", want[i].label);
     }
   CHECKF (label_with (window, "Alibaba's Qwen3") == NULL, "the English description is still shown");
   CHECKF (label_with (window, "The smallest Qwen3, 0.6B parameters at Q8_0: quick short answers on any "
@@ -412,8 +389,8 @@ main (int   argc,
   CHECK (g_str_equal (tern_window_get_page (w), "no-model"));
   if (!de)
     goto narrow;
-  CHECKF (find_label (GTK_WIDGET (w), "Kein Modell geladen"), "no German status page title");
-  CHECKF (!find_label (GTK_WIDGET (w), "No Model Loaded"), "the English title is still shown");
+  CHECKF (find_label_showing (GTK_WIDGET (w), "Kein Modell geladen"), "no German status page title");
+  CHECKF (!find_label_showing (GTK_WIDGET (w), "No Model Loaded"), "the English title is still shown");
 
   /* An engine error: libtern's English format, rebuilt from its German
    * translation with the engine's arguments. */

@@ -122,21 +122,14 @@ text_in_subtitle (AdwActionRow *row,
   return FALSE;
 }
 
-/* The first AdwActionRow under widget whose title is title. */
-static AdwActionRow *
-find_row (GtkWidget  *widget,
-          const char *title)
+/* A row with words in its title or subtitle. */
+static gboolean
+is_row_with_text (GtkWidget    *widget,
+                  gconstpointer words)
 {
-  if (ADW_IS_ACTION_ROW (widget)
-      && g_strcmp0 (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)), title) == 0)
-    return ADW_ACTION_ROW (widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    {
-      AdwActionRow *r = find_row (c, title);
-      if (r != NULL)
-        return r;
-    }
-  return NULL;
+  return ADW_IS_ACTION_ROW (widget)
+         && (strstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)) ?: "", words) != NULL
+             || strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (widget)) ?: "", words) != NULL);
 }
 
 /* Whether a row under widget has words in its title or subtitle. */
@@ -144,14 +137,7 @@ static gboolean
 row_text_has (GtkWidget  *widget,
               const char *words)
 {
-  if (ADW_IS_ACTION_ROW (widget)
-      && (strstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (widget)) ?: "", words) != NULL
-          || strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (widget)) ?: "", words) != NULL))
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    if (row_text_has (c, words))
-      return TRUE;
-  return FALSE;
+  return find_widget_where (widget, is_row_with_text, words) != NULL;
 }
 
 /* Whether any address in the settings has words in it. */
@@ -208,36 +194,12 @@ models_window (void)
   return models;
 }
 
-/* The first button under widget whose label is label. */
-static GtkButton *
-find_button (GtkWidget  *widget,
-             const char *label)
-{
-  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (widget)), label) == 0)
-    return GTK_BUTTON (widget);
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkButton *b = find_button (c, label);
-      if (b != NULL)
-        return b;
-    }
-  return NULL;
-}
-
 /* A row's failure sentence: the label of its own under its subtitle
  * (tern-row-failure), NULL when there is none. */
 static GtkWidget *
 failure_label (GtkWidget *widget)
 {
-  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "tern-row-failure"))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = failure_label (c);
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
+  return find_label_with_class (widget, "tern-row-failure");
 }
 
 /* Visible widgets under widget (itself included) with the error style. */
@@ -368,11 +330,11 @@ main (void)
   CHECK (tern_connections_add (settings, url, NULL, NULL, &error));
   prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
   gtk_window_present (GTK_WINDOW (prefs));
-  row = find_row (GTK_WIDGET (prefs), url);
+  row = find_action_row (GTK_WIDGET (prefs), url);
   CHECKF (row != NULL, "a row for %s", url);
   if (row != NULL)
     {
-      GtkButton *test = find_button (GTK_WIDGET (row), "_Test");
+      GtkButton *test = GTK_BUTTON (find_button_labelled (GTK_WIDGET (row), "_Test"));
       CHECK (test != NULL);
       if (test != NULL)
         g_signal_emit_by_name (test, "clicked");
@@ -513,13 +475,13 @@ main (void)
     CHECK (models != NULL);
     while (models != NULL && mrow == NULL && g_get_monotonic_time () < end)
       {
-        mrow = find_row (models, "big-model");
+        mrow = find_action_row (models, "big-model");
         g_main_context_iteration (NULL, FALSE);
       }
     CHECK (mrow != NULL);
     if (mrow != NULL)
       {
-        GtkButton *use = find_button (GTK_WIDGET (mrow), "_Use");
+        GtkButton *use = GTK_BUTTON (find_button_labelled (GTK_WIDGET (mrow), "_Use"));
         CHECKF (g_strcmp0 (adw_action_row_get_subtitle (mrow), mark) == 0, "%s",
                 adw_action_row_get_subtitle (mrow));
         save_screenshot (models, "remote-models.png");
@@ -575,11 +537,11 @@ main (void)
    * panel: only the sentence that says it cannot be reached is red. */
   prefs = tern_preferences_window_new (GTK_WINDOW (w), settings);
   gtk_window_present (GTK_WINDOW (prefs));
-  row = find_row (GTK_WIDGET (prefs), url);
+  row = find_action_row (GTK_WIDGET (prefs), url);
   CHECKF (row != NULL, "a row for %s", url);
   if (row != NULL)
     {
-      GtkButton *test = find_button (GTK_WIDGET (row), "_Test");
+      GtkButton *test = GTK_BUTTON (find_button_labelled (GTK_WIDGET (row), "_Test"));
       CHECK (test != NULL);
       if (test != NULL)
         g_signal_emit_by_name (test, "clicked");
@@ -597,7 +559,7 @@ main (void)
     CHECK (models != NULL);
     while (models != NULL && server_row == NULL && g_get_monotonic_time () < end)
       {
-        server_row = find_row (models, shown);
+        server_row = find_action_row (models, shown);
         g_main_context_iteration (NULL, FALSE);
       }
     CHECKF (server_row != NULL, "a row for the server gone, %s", shown);

@@ -100,40 +100,6 @@ part_prompt_kept (Fixture *f)
 
 static const char *lang = "en";
 
-/* A label under widget whose text has `part` in it (the first in the tree). */
-static GtkWidget *
-find_label_with (GtkWidget  *widget,
-                 const char *part)
-{
-  if (GTK_IS_LABEL (widget) && strstr (gtk_label_get_text (GTK_LABEL (widget)), part) != NULL)
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_label_with (c, part);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
-/* The button labelled `label` (its mnemonic too) under widget. */
-static GtkWidget *
-find_button_labelled (GtkWidget  *widget,
-                      const char *label)
-{
-  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (widget)), label) == 0)
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_button_labelled (c, label);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* A window `width` px wide with the app tests' model loaded in a 256-token
  * context, the system prompt panel closed; NULL after a failed check. */
 static TernWindow *

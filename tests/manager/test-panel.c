@@ -26,6 +26,7 @@
 #include "tern-manager-private.h"
 #include "tern-model-manager.h"
 #include "tern.h"
+#include "widget-find.h"
 
 static char *tmp_root;
 
@@ -106,16 +107,7 @@ save_picture (GtkWidget  *window,
 static GtkWidget *
 failure_label (GtkWidget *widget)
 {
-  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "tern-row-failure"))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = failure_label (c);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
+  return find_label_with_class (widget, "tern-row-failure");
 }
 
 /* What a row says under its title: the subtitle, and the failure sentence
@@ -498,27 +490,11 @@ hub_searches (void)
   return found;
 }
 
-static GtkWidget *
-find_widget (GtkWidget *widget,
-             GType      type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (widget, type))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_widget (c, type);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* The empty page's sentence, when the panel shows it. */
 static const char *
 empty_page_text (TernModelManager *panel)
 {
-  GtkStack *stack = GTK_STACK (find_widget (GTK_WIDGET (panel), GTK_TYPE_STACK));
+  GtkStack *stack = GTK_STACK (find_of_type (GTK_WIDGET (panel), GTK_TYPE_STACK));
   GtkWidget *page;
 
   if (g_strcmp0 (gtk_stack_get_visible_child_name (stack), "no-results") != 0)
@@ -576,7 +552,7 @@ test_hub_search (void)
   panel = TERN_MODEL_MANAGER (tern_model_manager_new (catalog, store, dl));
   gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
   gtk_window_present (GTK_WINDOW (window));
-  entry = GTK_EDITABLE (find_widget (GTK_WIDGET (panel), GTK_TYPE_SEARCH_ENTRY));
+  entry = GTK_EDITABLE (find_of_type (GTK_WIDGET (panel), GTK_TYPE_SEARCH_ENTRY));
   g_assert_nonnull (entry);
 
   /* Typing: the Hub is asked once, after the pause, for the whole word. */
@@ -760,25 +736,6 @@ test_hub_search (void)
 }
 
 /* ---- downloads that fail or stop ------------------------------------------- */
-
-/* The visible button labelled `label` (with its mnemonic) under `widget`. */
-static GtkWidget *
-find_button (GtkWidget  *widget,
-             const char *label)
-{
-  if (!gtk_widget_get_visible (widget))
-    return NULL;
-  if (GTK_IS_BUTTON (widget) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (widget)), label) == 0)
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_button (c, label);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
 
 /* A catalog of one 2 MB file per behaviour of the test server. */
 static char *
@@ -1048,8 +1005,8 @@ test_failed_downloads (void)
    * on a row without an error. */
   {
     GtkWidget *row = tern_model_manager_get_row (panel, "f404:x");
-    GtkWidget *failed = find_button (row, "_Download");
-    GtkWidget *gate = find_button (tern_model_manager_get_row (panel, "fgate:x"), "_Resume");
+    GtkWidget *failed = find_visible_button_labelled (row, "_Download");
+    GtkWidget *gate = find_visible_button_labelled (tern_model_manager_get_row (panel, "fgate:x"), "_Resume");
     GtkWidget *failure = failure_label (row);
     const char *sub = adw_action_row_get_subtitle (ADW_ACTION_ROW (row));
     GdkRGBA a, b;
