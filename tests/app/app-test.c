@@ -51,6 +51,64 @@ app_test_remove (const char *dir)
     fprintf (stderr, "could not remove %s\n", dir);
 }
 
+TernApplication *
+app_test_application_new (void)
+{
+  g_autoptr(GError) error = NULL;
+  TernApplication *app = tern_application_new (G_APPLICATION_NON_UNIQUE);
+
+  if (!g_application_register (G_APPLICATION (app), NULL, &error))
+    {
+      fprintf (stderr, "register: %s\n", error->message);
+      g_object_unref (app);
+      return NULL;
+    }
+  return app;
+}
+
+TernWindow *
+app_test_window_new (TernApplication *app,
+                     int              width,
+                     int              height)
+{
+  TernWindow *w = tern_window_new (GTK_APPLICATION (app));
+
+  if (width > 0 && height > 0)
+    gtk_window_set_default_size (GTK_WINDOW (w), width, height);
+  gtk_window_present (GTK_WINDOW (w));
+  return w;
+}
+
+gboolean
+app_test_load (TernWindow *w,
+               const char *path,
+               double      timeout_s)
+{
+  if (path != NULL)
+    activate (w, "load-model", g_variant_new_string (path));
+  else
+    tern_window_use_demo_model (w);
+  CHECK (wait_for (w, not_loading, timeout_s));
+  CHECK (wait_for (w, idle_engine, timeout_s));
+  CHECKF (tern_window_has_model (w), "%s did not load: %s", path ? path : "the demo model",
+          tern_window_get_last_error (w));
+  return tern_window_has_model (w);
+}
+
+int
+app_test_end (TernWindow *w,
+              const char *dir,
+              const char *name)
+{
+  if (w != NULL)
+    {
+      gtk_window_destroy (GTK_WINDOW (w));
+      spin_for (0.2);
+    }
+  app_test_remove (dir);
+  return tn_test_finish (name);
+}
+
 /* Wakes the main loop now and then, so that a timeout is noticed. */
 static gboolean
 on_wake (gpointer data)

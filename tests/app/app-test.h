@@ -6,6 +6,7 @@
 #include <adwaita.h>
 
 #include "tn-test.h"
+#include "tern-application.h"
 #include "tern-preferences-window.h"
 #include "tern-window-private.h"
 #include "widget-find.h"
@@ -19,6 +20,28 @@ typedef gboolean (*Predicate) (TernWindow *w);
 char *app_test_start (const char *name);
 /* Removes the scratch folder (unless TERN_TEST_KEEP is set). */
 void app_test_remove (const char *dir);
+
+/* The app as the tests run it: not unique, registered, its settings in
+ * memory (app_test_start); NULL after saying why. */
+TernApplication *app_test_application_new (void);
+/* A window of app's, presented, of this default size (0 x 0: the window's
+ * own default). */
+TernWindow *app_test_window_new (TernApplication *app,
+                                 int              width,
+                                 int              height);
+/* Loads path as win.load-model does (the demo model when path is NULL),
+ * then checks that the load ended and the engine went idle within
+ * timeout_s each, and that the model is in place (three checks): whether
+ * it is. */
+gboolean app_test_load (TernWindow *w,
+                        const char *path,
+                        double      timeout_s);
+/* The end of a test: destroys w unless it is NULL and lets the main loop
+ * finish with it, removes the scratch folder, and returns tn_test_finish's
+ * verdict for name. */
+int app_test_end (TernWindow *w,
+                  const char *dir,
+                  const char *name);
 
 /* Runs the main loop until pred holds or timeout_s pass; pred's last answer. */
 gboolean wait_for (TernWindow *w,

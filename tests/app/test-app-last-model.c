@@ -26,23 +26,6 @@
 
 static GSettings *settings;
 
-/* Loads path as win.load-model does (or the demo, path NULL): the path the
- * window shows once it is in place, or NULL after saying why. */
-static gboolean
-load (TernWindow *w,
-      const char *path)
-{
-  if (path != NULL)
-    activate (w, "load-model", g_variant_new_string (path));
-  else
-    tern_window_use_demo_model (w);
-  CHECK (wait_for (w, not_loading, 120));
-  CHECK (wait_for (w, idle_engine, 120));
-  CHECKF (tern_window_has_model (w), "%s did not load: %s", path ? path : "the demo model",
-          tern_window_get_last_error (w));
-  return tern_window_has_model (w);
-}
-
 static void
 expect_last (const char *want,
              const char *tag,
@@ -79,7 +62,6 @@ main (int   argc,
   g_autofree char *bytes = NULL;
   g_autofree char *latin = NULL;
   gsize n_bytes = 0;
-  g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
   tn_mkmodel_params p;
   tn_error err = { 0 };
@@ -89,18 +71,12 @@ main (int   argc,
   (void) argv;
   if ((tmp = app_test_start ("tern-app-last-model")) == NULL)
     return 1;
-  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return 1;
-    }
+  if ((app = app_test_application_new ()) == NULL)
+    return 1;
   settings = tern_application_get_settings (app);
   g_settings_set_int (settings, "context-size", 1024);
   g_settings_set_int (settings, "threads", 1);
-  w = tern_window_new (GTK_APPLICATION (app));
-  gtk_window_set_default_size (GTK_WINDOW (w), 900, 700);
-  gtk_window_present (GTK_WINDOW (w));
+  w = app_test_window_new (app, 900, 700);
   spin_for (0.3);
 
   /* A model of the user's, written by mkmodel under a name of its own:
@@ -109,7 +85,7 @@ main (int   argc,
   p = app_test_model_params ();
   p.name = "My fine-tune";
   CHECKF (tn_mkmodel (&p, mine, &err) == TN_OK, "mkmodel: %s", err.message);
-  if (!load (w, mine))
+  if (!app_test_load (w, mine, 120))
     goto out;
   expect_title (w, "Demo Model", "a mkmodel file");
   expect_last (mine, "", "a mkmodel file of the user's");
@@ -120,7 +96,7 @@ main (int   argc,
 
   /* The app's own demo file, written at its default place on first use. */
   demo = tern_demo_model_path (settings);
-  if (!load (w, NULL))
+  if (!app_test_load (w, NULL, 120))
     goto out;
   CHECKF (g_str_equal (tern_window_get_model_path (w), demo), "the demo model is %s, not %s",
           tern_window_get_model_path (w), demo);
@@ -130,7 +106,7 @@ main (int   argc,
   /* The same file opened by hand, spelt otherwise: still not remembered. */
   link = g_build_filename (tmp, "demo-link.gguf", NULL);
   CHECK (symlink (demo, link) == 0);
-  if (!load (w, link))
+  if (!app_test_load (w, link, 120))
     goto out;
   expect_last (mine, "qwen3:test", "the demo file through a link");
   {
@@ -139,7 +115,7 @@ main (int   argc,
 
     dotted = g_build_filename (dir, "..", "tern", ".", base, NULL);
   }
-  if (!load (w, dotted))
+  if (!app_test_load (w, dotted, 120))
     goto out;
   expect_last (mine, "qwen3:test", "the demo file through \"..\"");
 
@@ -147,7 +123,7 @@ main (int   argc,
   copy = g_build_filename (tmp, "demo-copy.gguf", NULL);
   CHECK (g_file_get_contents (demo, &bytes, &n_bytes, NULL)
          && g_file_set_contents (copy, bytes, (gssize) n_bytes, NULL));
-  if (!load (w, copy))
+  if (!app_test_load (w, copy, 120))
     goto out;
   expect_title (w, "Demo Model", "a copy of the demo file");
   expect_last (copy, "", "a copy of the demo file");
@@ -183,7 +159,7 @@ main (int   argc,
   w = TERN_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
   CHECK (w != NULL);
   if (w == NULL)
-    goto gone;
+    goto out;
   CHECK (wait_for (w, not_loading, 120));
   CHECK (wait_for (w, idle_engine, 120));
   CHECKF (g_strcmp0 (tern_window_get_model_path (w), latin) == 0, "the next start opened %s",
@@ -198,7 +174,7 @@ main (int   argc,
   w = TERN_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
   CHECK (w != NULL);
   if (w == NULL)
-    goto gone;
+    goto out;
   {
     g_autofree char *left = g_settings_get_string (settings, "last-model");
     gboolean said = FALSE;
@@ -211,9 +187,5 @@ main (int   argc,
   }
 
 out:
-  gtk_window_destroy (GTK_WINDOW (w));
-  spin_for (0.2);
-gone:
-  app_test_remove (tmp);
-  return tn_test_finish ("test-app-last-model");
+  return app_test_end (w, tmp, "test-app-last-model");
 }

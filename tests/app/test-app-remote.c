@@ -313,18 +313,12 @@ main (void)
   bad_ref = tern_remote_ref_new (url, "no-such-model");
   g_setenv ("TERN_REMOTE_API_KEY", "sesame", TRUE);
 
-  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return 1;
-    }
+  if ((app = app_test_application_new ()) == NULL)
+    return 1;
   settings = tern_application_get_settings (app);
   g_settings_set_int (settings, "max-tokens", 24);
   g_settings_set_double (settings, "temperature", 0);
-  w = tern_window_new (GTK_APPLICATION (app));
-  gtk_window_set_default_size (GTK_WINDOW (w), 900, 700);
-  gtk_window_present (GTK_WINDOW (w));
+  w = app_test_window_new (app, 900, 700);
 
   /* Preferences > Connections: add the server, test it. */
   CHECK (tern_connections_add (settings, url, NULL, NULL, &error));
@@ -644,6 +638,5 @@ main (void)
   }
 
   tn_model_free (m);
-  app_test_remove (tmp);
-  return tn_test_finish ("test-app-remote");
+  return app_test_end (NULL, tmp, "test-app-remote");
 }

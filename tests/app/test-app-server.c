@@ -246,7 +246,6 @@ main (void)
 {
   g_autofree char *tmp = NULL;
   g_autofree char *model = NULL;
-  g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
   tn_mkmodel_params p = app_test_model_params ();
   tn_error err = { 0 };
@@ -263,18 +262,13 @@ main (void)
       return 1;
     }
 
-  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return 1;
-    }
+  if ((app = app_test_application_new ()) == NULL)
+    return 1;
   settings = tern_application_get_settings (app);
   g_settings_set_int (settings, "max-tokens", 400);
   g_settings_set_int (settings, "threads", 1);
   g_signal_connect (app, "server-status-changed", G_CALLBACK (on_server_status_changed), NULL);
-  w = tern_window_new (GTK_APPLICATION (app));
-  gtk_window_present (GTK_WINDOW (w));
+  w = app_test_window_new (app, 0, 0);
 
   /* On before any model: it waits for one. */
   g_settings_set_int (settings, "server-port", 0);
@@ -282,17 +276,12 @@ main (void)
   CHECK (tern_window_get_server_url (w) == NULL);
   fprintf (stderr, "server before a model: %s\n", tern_window_get_server_status (w));
 
-  activate (w, "load-model", g_variant_new_string (model));
-  CHECK (wait_for (w, not_loading, 60));
-  CHECK (tern_window_has_model (w));
-  CHECK (wait_for (w, idle_engine, 60));
-  if (tern_window_has_model (w))
+  if (app_test_load (w, model, 60))
     {
       test_port_in_use (w);
       test_local_server (w, model);
       test_quit_while_serving (w, GTK_APPLICATION (app));
     }
 
-  app_test_remove (tmp);
-  return tn_test_finish ("test-app-server");
+  return app_test_end (NULL, tmp, "test-app-server");
 }
