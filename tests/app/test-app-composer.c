@@ -153,7 +153,6 @@ main (int   argc,
   g_autofree char *vocab = NULL;
   g_autofree char *wide = NULL;
   g_autofree char *small = NULL;
-  g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
   tn_mkmodel_params p = tn_test_tiny_model ("gemma3", 3);
   tn_mkmodel_vision_params vp = tn_mkmodel_vision_default_params ();
@@ -190,18 +189,13 @@ main (int   argc,
   vp.n_pos = 128;
   CHECKF (tn_mkmodel_vision (&vp, mmproj, &err) == TN_OK, "%s", err.message);
 
-  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return 1;
-    }
+  if ((app = app_test_application_new ()) == NULL)
+    return 1;
   settings = tern_application_get_settings (app);
   g_settings_set_int (settings, "image-tokens", 70);
   g_settings_set_string (settings, "mode", "flash");
   g_settings_set_int (settings, "max-tokens", 2);
-  w = tern_window_new (GTK_APPLICATION (app));
-  gtk_window_present (GTK_WINDOW (w));
+  w = app_test_window_new (app, 0, 0);
   spin_for (0.3);
 
   activate (w, "load-model", g_variant_new_string (gemma));

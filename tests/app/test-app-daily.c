@@ -202,19 +202,14 @@ static gboolean
 fixture_start (Fixture    *f,
                const char *name)
 {
-  g_autoptr(GError) error = NULL;
 
   if ((f->tmp = app_test_start (name)) == NULL)
     return FALSE;
   f->data_dir = g_build_filename (f->tmp, "data", NULL);
   f->chats_dir = g_build_filename (f->data_dir, "tern", "chats", NULL);
   g_mkdir_with_parents (f->chats_dir, 0700);
-  f->app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (f->app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return FALSE;
-    }
+  if ((f->app = app_test_application_new ()) == NULL)
+    return FALSE;
   f->settings = tern_application_get_settings (f->app);
   /* GNOME's title buttons (only Close), not GTK's fallback of three: the
    * widths checked are the ones people see. */

@@ -333,7 +333,6 @@ main (int   argc,
 {
   g_autofree char *tmp = NULL;
   g_autofree char *bad = NULL;
-  g_autoptr(GError) error = NULL;
   g_autoptr(TernApplication) app = NULL;
   const char *locale_dir = g_getenv ("TERN_LOCALEDIR");
   const char *err;
@@ -375,14 +374,9 @@ main (int   argc,
   check_footer (tmp, lang);
   check_catalog (lang);
 #endif
-  app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return 1;
-    }
-  w = tern_window_new (GTK_APPLICATION (app));
-  gtk_window_present (GTK_WINDOW (w));
+  if ((app = app_test_application_new ()) == NULL)
+    return 1;
+  w = app_test_window_new (app, 0, 0);
   spin_for (0.5);
   /* From ui/tern-window.ui (GtkBuilder, translatable="yes"): the page shown
    * without a model, and the composer's button. */

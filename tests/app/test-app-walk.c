@@ -848,7 +848,6 @@ int
 main (int   argc,
       char *argv[])
 {
-  g_autoptr(GError) error = NULL;
   Fixture f = { 0 };
   const char *part = argc > 1 ? argv[1] : "";
   g_autofree char *name = g_strdup_printf ("test-app-walk-%s", part);
@@ -876,12 +875,8 @@ main (int   argc,
   out_dir = g_getenv ("TERN_TEST_OUT");
   if (out_dir == NULL || *out_dir == '\0')
     out_dir = f.tmp;
-  f.app = tern_application_new (G_APPLICATION_NON_UNIQUE);
-  if (!g_application_register (G_APPLICATION (f.app), NULL, &error))
-    {
-      fprintf (stderr, "register: %s\n", error->message);
-      return 1;
-    }
+  if ((f.app = app_test_application_new ()) == NULL)
+    return 1;
   f.settings = tern_application_get_settings (f.app);
   g_object_set (gtk_settings_get_default (), "gtk-decoration-layout", "appmenu:close", NULL);
 
