@@ -603,12 +603,17 @@ tern_stats_bar_set_context (TernStatsBar *self,
   g_autofree char *short_used = NULL;
   g_autofree char *short_ctx = NULL;
   double fraction;
+  gboolean over;
 
   gtk_widget_set_visible (GTK_WIDGET (self->context_box), n_ctx > 0);
   if (n_ctx <= 0)
     return;
-  used = CLAMP (used, 0, n_ctx);
-  fraction = (double) used / n_ctx;
+  /* More than the context holds (a message too long, an answer kept from
+   * a larger context): the figure as it is. Capped, it read "512 / 512",
+   * a chat exactly full, where it does not fit at all. */
+  used = MAX (used, 0);
+  over = used > n_ctx;
+  fraction = MIN ((double) used / n_ctx, 1.0);
   gtk_level_bar_set_value (self->context_level, fraction);
   /* Translators: the context gauge: tokens in use of the context size, short
    * (where the status bar has no room for it, "539 / 4k" stands in) */
@@ -620,10 +625,27 @@ tern_stats_bar_set_context (TernStatsBar *self,
   text = g_strdup_printf ("%s / %s", short_used, short_ctx);
   gtk_label_set_text (self->context_short_label, text);
   kv = tern_app_format_size (kv_bytes);
-  /* Translators: the context gauge's tooltip: tokens used, context size, the
-   * memory its KV cache takes */
-  tip = g_strdup_printf (_("Context: %d of %d tokens in use (%.0f %%). The KV cache of this context takes %s. When it is full, Chat leaves out the oldest turns; the context size is set in Preferences."),
-                         used, n_ctx, 100.0 * fraction, kv);
+  if (over)
+    /* Translators: the context gauge's tooltip when the chat needs more
+     * than the context holds: tokens needed, context size, the memory its
+     * KV cache takes */
+    tip = g_strdup_printf (_("Context: the chat does not fit. It needs at least %d tokens and the context holds %d. The KV cache of this context takes %s. Edit the last message, or raise the context size in Preferences."),
+                           used, n_ctx, kv);
+  else
+    /* Translators: the context gauge's tooltip: tokens used, context size, the
+     * memory its KV cache takes */
+    tip = g_strdup_printf (_("Context: %d of %d tokens in use (%.0f %%). The KV cache of this context takes %s. When it is full, Chat leaves out the oldest turns; the context size is set in Preferences."),
+                           used, n_ctx, 100.0 * fraction, kv);
+  if (over)
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (self->context_label), "error");
+      gtk_widget_add_css_class (GTK_WIDGET (self->context_short_label), "error");
+    }
+  else
+    {
+      gtk_widget_remove_css_class (GTK_WIDGET (self->context_label), "error");
+      gtk_widget_remove_css_class (GTK_WIDGET (self->context_short_label), "error");
+    }
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->context_box), tip);
   gtk_accessible_update_property (GTK_ACCESSIBLE (self->context_level),
                                   GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, tip, -1);

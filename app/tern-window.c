@@ -747,6 +747,16 @@ _tern_window_update_context_gauge (TernWindow *self)
     {
       TernMessage *m = tern_chat_get_message (self->chat, i - 1);
 
+      /* A message too long for the context: what it needs, past the
+       * context's size. Passed over, the gauge read the turns before it,
+       * as if the chat fitted (a Regenerate refused for the same reason
+       * read its kept answer's use, capped: "512 / 512"). */
+      if (m->has_stats && m->error != NULL && m->stats.generated_tokens == 0
+          && m->stats.error_code == TN_ERR_OVERFLOW && m->stats.overflow_tokens > 0)
+        {
+          used = MAX (used, m->stats.overflow_tokens);
+          break;
+        }
       /* An answer cut off at the end of the context has an error and
        * filled the context: passed over, the gauge showed the answer
        * before it beside "the context is full". */

@@ -1673,6 +1673,33 @@ check_overflow_state (Fixture    *f,
   spin_for (0.2);
 }
 
+/* The context gauge when the chat as it stands does not fit N_CTX: the
+ * figure it needs, past the context's size, and a tooltip that says so. A
+ * Regenerate refused for it read "512 / 512", the kept answer's use capped:
+ * a chat exactly full; a Send refused read the turns before it. */
+static GtkWidget *find_mapped_label (GtkWidget *widget, const char *needle);
+
+static void
+check_gauge_over (TernWindow *w,
+                  int         n_ctx,
+                  const char *when)
+{
+  TernStatsBar *bar = tern_window_get_stats_bar (w);
+  const char *tip = tern_stats_bar_get_context_text (bar);
+  g_autofree char *of = g_strdup_printf (" / %d", n_ctx);
+  GtkWidget *label = find_mapped_label (GTK_WIDGET (bar), of);
+  const char *shown = label != NULL ? gtk_label_get_text (GTK_LABEL (label)) : "(none)";
+
+  fprintf (stderr, "the gauge after %s: \"%s\", level %.3f\n", when, shown,
+           tern_stats_bar_get_context_fraction (bar));
+  CHECKF (label != NULL && (int) g_ascii_strtoll (shown, NULL, 10) > n_ctx,
+          "%s: the gauge reads \"%s\"", when, shown);
+  CHECKF (tip != NULL && strstr (tip, "does not fit") != NULL, "%s: the gauge's tooltip: %s", when,
+          tip != NULL ? tip : "(none)");
+  CHECKF (tern_stats_bar_get_context_fraction (bar) >= 1.0, "%s: the gauge's level %.3f", when,
+          tern_stats_bar_get_context_fraction (bar));
+}
+
 /* A Regenerate whose message no longer fits (the context made smaller in
  * Preferences since the answer) is the same state as a Send that does not
  * fit: the reason on the row with its two ways out, no toast. The answer it
@@ -1680,7 +1707,6 @@ check_overflow_state (Fixture    *f,
  * file, with the reason under it while it is the last turn. Then Edit
  * Message, and the message sent again as it was: it does not fit either,
  * and says so on the new failed answer's row (Send's state). */
-
 static void
 check_regenerate_overflow (Fixture    *f,
                            const char *model)
@@ -1741,6 +1767,7 @@ check_regenerate_overflow (Fixture    *f,
   spin_for (0.5);
   CHECKF (toasts_with (f->w, "does not fit") == 0, "%u toasts say the message does not fit",
           toasts_with (f->w, "does not fit"));
+  check_gauge_over (f->w, 512, "a Regenerate refused");
   for (int narrow = 0; narrow < 2; narrow++)
     {
       int want = narrow ? 360 : 800;
@@ -1783,6 +1810,8 @@ check_regenerate_overflow (Fixture    *f,
   CHECKF (m != NULL && m->error != NULL && strstr (m->error, "does not fit in the 512-token context") != NULL,
           "sent again after Edit Message: %s", m && m->error ? m->error : "(none)");
   check_overflow_state (f, "daily-context-edit-resend-overflow");
+  /* The same truth as after the Regenerate refused. */
+  check_gauge_over (f->w, 512, "a Send that does not fit");
   tern_window_dismiss_toasts (f->w);
 }
 
