@@ -320,6 +320,26 @@ on_edit_toast_dismissed (AdwToast   *t,
     forget_edit (self);
 }
 
+void
+_tern_window_end_edit (TernWindow *self)
+{
+  AdwToast *t = self->edit_toast;
+
+  forget_edit (self);
+  if (t != NULL && g_object_get_data (G_OBJECT (t), "tern-dismissed") == NULL)
+    adw_toast_dismiss (t);
+}
+
+void
+_tern_window_composer_take (TernWindow  *self,
+                            TernMessage *m)
+{
+  tern_window_set_composer_text (self, m->text);
+  tern_composer_clear_images (self->composer);
+  for (guint i = 0; m->images != NULL && i < m->images->len; i++)
+    tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
+}
+
 static void
 action_edit_last (GSimpleAction *action,
                   GVariant      *param,
@@ -341,14 +361,15 @@ action_edit_last (GSimpleAction *action,
       }
   if (user_index == n)
     return;
-  tern_window_set_composer_text (self, tern_chat_get_message (self->chat, user_index)->text);
+  /* Its images go back to the composer with its text; but an edited
+   * message refused for its length is there already, and taken back again
+   * (its row's Edit Message) the question it was to replace wrote over it. */
   {
-    /* Its images go back to the composer with its text. */
-    TernMessage *m = tern_chat_get_message (self->chat, user_index);
+    g_autofree char *draft = tern_composer_get_text (self->composer);
 
-    tern_composer_clear_images (self->composer);
-    for (guint i = 0; m->images != NULL && i < m->images->len; i++)
-      tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
+    if (!self->edit_draft_kept || draft == NULL || *g_strstrip (draft) == '\0')
+      _tern_window_composer_take (self, tern_chat_get_message (self->chat, user_index));
+    self->edit_draft_kept = FALSE;
   }
   /* The old question and answer stay recoverable until the toast goes. */
   forget_edit (self);

@@ -117,6 +117,7 @@ _tern_window_start_generation (TernWindow *self)
   guint pos;
 
   ensure_pinned (self);
+  self->edit_draft_kept = FALSE;
   tern_chat_set_mode (self->chat, mode);
   /* The chat's system prompt is the one its last answer was written from,
    * set when one is (on_finished): an answer refused after a failed pin
@@ -536,7 +537,7 @@ on_finished (TernWindow              *self,
   TernMessage *m;
   g_autofree char *figures = NULL;
   const char *outcome = NULL;
-  gboolean overflow, row_stays;
+  gboolean overflow, row_stays, edit_refused;
   g_autofree char *refusal = NULL;
 
   if (ev->id != self->gen_id)
@@ -621,9 +622,18 @@ on_finished (TernWindow              *self,
    * ways out, until the next message (docs/APP.md, "A message too long"). */
   /* A Regenerate that wrote nothing puts back the answer it was to
    * replace, and this row goes: the answer put back says it instead. */
-  row_stays = !(self->regenerated_taken != NULL && wrote_nothing);
   overflow = error != NULL && stats->error_code == TN_ERR_OVERFLOW;
-  if (overflow && !row_stays)
+  /* A message edited (Edit Last) and sent again that does not fit puts
+   * back the turn it was to replace, as a Regenerate does: only Undo's ten
+   * seconds brought it back. The edited text goes back to the composer. */
+  edit_refused = overflow && wrote_nothing && self->regenerated_taken == NULL
+                 && self->edit_taken != NULL && self->edit_chat == self->chat
+                 && self->streaming_index == self->edit_index + 1;
+  row_stays = !((self->regenerated_taken != NULL || edit_refused) && wrote_nothing);
+  if (overflow && !row_stays && edit_refused)
+    /* Translators: %s says why, and what to change */
+    refusal = g_strdup_printf (_("The edited message is back in the composer: it was not sent, and the turn it was to replace is kept. %s"), m->error);
+  else if (overflow && !row_stays)
     /* Translators: %s says why, and what to change */
     refusal = g_strdup_printf (_("No new answer could be written, so this one is kept. %s"), m->error);
   tern_message_row_set_fixes (self->streaming_row, overflow);
@@ -674,6 +684,26 @@ on_finished (TernWindow              *self,
       _tern_window_update_context_gauge (self);
     }
   g_clear_pointer (&self->regenerated_taken, g_ptr_array_unref);
+  if (edit_refused)
+    {
+      guint index = self->edit_index;
+      g_autoptr(GPtrArray) failed = tern_chat_take_from (self->chat, index);
+      TernMessageRow *row = NULL;
+
+      _tern_window_remove_rows_from (self, index);
+      tern_chat_restore (self->chat, self->edit_taken);
+      for (guint i = index; i < tern_chat_get_n_messages (self->chat); i++)
+        row = _tern_window_add_row (self, tern_chat_get_message (self->chat, i));
+      if (row != NULL && refusal != NULL)
+        tern_message_row_set_refusal (row, refusal);
+      /* The composer was emptied when it was sent. */
+      if (failed->len > 0)
+        _tern_window_composer_take (self, g_ptr_array_index (failed, 0));
+      self->edit_draft_kept = TRUE;
+      /* Nothing is left for Undo to put back. */
+      _tern_window_end_edit (self);
+      _tern_window_update_context_gauge (self);
+    }
 
   tern_composer_set_generating (self->composer, FALSE);
   _tern_window_save_chat (self);

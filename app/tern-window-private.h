@@ -139,6 +139,10 @@ struct _TernWindow {
   GPtrArray *edit_taken;
   guint edit_index;
   AdwToast *edit_toast;
+  /* The composer holds an edited message that was refused (too long), and
+   * the turn it was to replace is back: Edit Message keeps the edited text
+   * rather than the old question. Until the next generation or chat. */
+  gboolean edit_draft_kept;
   /* The last "the conversation outgrew the context" toast, until it is
    * dismissed: the next one replaces it instead of queueing behind it. */
   AdwToast *context_toast;
@@ -166,6 +170,11 @@ struct _TernWindow {
 void           _tern_window_actions_init         (TernWindow     *self);
 /* Enables the actions the window's state allows. */
 void           _tern_window_update_actions       (TernWindow     *self);
+/* Edit Last's Undo is over: its toast goes and the messages kept for it. */
+void           _tern_window_end_edit             (TernWindow     *self);
+/* A message's text and images into the composer, in place of its own. */
+void           _tern_window_composer_take        (TernWindow     *self,
+                                                  TernMessage    *m);
 /* A toast showing `text` as it is (escaped from the title's markup). */
 AdwToast      *_tern_window_toast_new            (TernWindow     *self,
                                                    const char     *text);

@@ -929,6 +929,7 @@ _tern_window_show_chat (TernWindow *self,
       tern_stats_bar_reset (self->stats_bar);
       /* It spoke of the chat left. */
       dismiss_context_toast (self);
+      self->edit_draft_kept = FALSE;
       /* What was being written stays with its chat, as in a mail client:
        * a picture attached for one chat was sent with the next one's
        * question. Kept in memory, for as long as the window is open. */

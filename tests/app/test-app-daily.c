@@ -1700,6 +1700,106 @@ check_gauge_over (TernWindow *w,
           tern_stats_bar_get_context_fraction (bar));
 }
 
+/* Edit Last, the question edited into one too long for the context, sent:
+ * the turn it was to replace came back only through the Undo toast's ten
+ * seconds. It is back on its own now, as after a Regenerate refused, with
+ * the reason and the two ways out on its answer's row; the edited text is
+ * in the composer, and Edit Message takes the turn back again without
+ * writing the old question over it. */
+static void
+check_edit_resend_overflow (Fixture    *f,
+                            const char *too_long)
+{
+  static const char question[] = "A short question about seabirds.";
+  TernWindow *w = f->w;
+  TernChat *chat;
+  TernMessage *m;
+  g_autofree char *kept = NULL;
+  GtkWidget *row, *fixes;
+  int width = gtk_widget_get_width (GTK_WIDGET (w));
+
+  activate (w, "new-chat", NULL);
+  set_mode (w, "chat");
+  chat = tern_window_get_chat (w);
+  m = send_and_wait (w, question);
+  CHECKF (m != NULL && m->error == NULL && m->text[0] != '\0', "answered in 512: %s",
+          m && m->error ? m->error : "(none)");
+  if (m == NULL || m->error != NULL)
+    return;
+  kept = g_strdup (m->text);
+  activate (w, "edit-last", NULL);
+  spin_for (0.3);
+  CHECK (tern_chat_get_n_messages (chat) == 0);
+  m = send_and_wait (w, too_long);
+  CHECKF (tern_chat_get_n_messages (chat) == 2 && m != NULL && m->error == NULL
+          && g_str_equal (m->text, kept)
+          && g_str_equal (tern_chat_get_message (chat, 0)->text, question),
+          "after the edited message: %u messages, the last: error %s, text \"%.40s\"",
+          tern_chat_get_n_messages (chat), m && m->error ? m->error : "(none)", m ? m->text : "");
+  row = tern_window_get_row (w, 1);
+  CHECK (tern_window_get_n_rows (w) == 2 && row != NULL
+         && g_str_equal (tern_message_row_get_text (TERN_MESSAGE_ROW (row)), kept));
+  fixes = row ? tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) : NULL;
+  CHECK (fixes != NULL && button_labelled (fixes, "Edit Message") != NULL
+         && button_labelled (fixes, "Preferences") != NULL);
+  CHECKF (row != NULL && find_mapped_label (row, "back in the composer") != NULL
+          && find_mapped_label (row, "does not fit in the 512-token context") != NULL,
+          "the kept answer's row does not say why");
+  /* The edited text is not lost. */
+  {
+    g_autofree char *back = tern_composer_get_text (w->composer);
+    g_autofree char *want = g_strdup (too_long);
+
+    CHECKF (back != NULL && g_str_equal (g_strstrip (back), g_strstrip (want)),
+            "the composer holds %zu bytes", back ? strlen (back) : 0);
+  }
+  spin_for (0.5);
+  CHECKF (toasts_with (w, "does not fit") == 0, "%u toasts say the message does not fit",
+          toasts_with (w, "does not fit"));
+  /* Nothing is left for Undo: it changes nothing. */
+  activate (w, "undo-edit", NULL);
+  spin_for (0.2);
+  CHECKF (tern_chat_get_n_messages (chat) == 2 && g_str_equal (last_message (w)->text, kept),
+          "after Undo: %u messages", tern_chat_get_n_messages (chat));
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-context-edit-overflow-%d.png", want);
+
+      gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
+      spin_for (0.5);
+      CHECKF (wait_for (w, end_in_view, 10), "at %d px the kept answer's end is out of view", want);
+      CHECK (fixes != NULL && gtk_widget_get_mapped (button_labelled (fixes, "Edit Message"))
+             && gtk_widget_get_mapped (button_labelled (fixes, "Preferences")));
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), width, 760);
+  spin_for (0.3);
+  tern_chat_wait_saves ();
+  {
+    g_autofree char *path = g_strdup_printf ("%s/%s.json", f->chats_dir, tern_chat_get_id (chat));
+    g_autoptr(TernChat) saved = tern_chat_load (path, NULL);
+
+    CHECK (saved != NULL && tern_chat_get_n_messages (saved) == 2
+           && g_str_equal (tern_chat_get_message (saved, 1)->text, kept));
+  }
+  /* Edit Message takes the turn back, with the edited text. */
+  if (fixes != NULL)
+    g_signal_emit_by_name (button_labelled (fixes, "Edit Message"), "clicked");
+  spin_for (0.3);
+  CHECKF (tern_chat_get_n_messages (chat) == 0, "after Edit Message: %u messages",
+          tern_chat_get_n_messages (chat));
+  {
+    g_autofree char *back = tern_composer_get_text (w->composer);
+    g_autofree char *want = g_strdup (too_long);
+
+    CHECKF (back != NULL && g_str_equal (g_strstrip (back), g_strstrip (want)),
+            "after Edit Message the composer holds \"%.40s\"", back ? back : "");
+  }
+  tern_composer_set_text (w->composer, "");
+  tern_window_dismiss_toasts (w);
+}
+
 /* A Regenerate whose message no longer fits (the context made smaller in
  * Preferences since the answer) is the same state as a Send that does not
  * fit: the reason on the row with its two ways out, no toast. The answer it
@@ -1813,6 +1913,7 @@ check_regenerate_overflow (Fixture    *f,
   /* The same truth as after the Regenerate refused. */
   check_gauge_over (f->w, 512, "a Send that does not fit");
   tern_window_dismiss_toasts (f->w);
+  check_edit_resend_overflow (f, question);
 }
 
 static void
