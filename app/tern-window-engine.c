@@ -644,7 +644,10 @@ on_finished (TernWindow              *self,
    * failed), or the answer put back does (a Regenerate too long): a toast
    * said it again word for word. A toast is for what has no row
    * (docs/APP.md, "Said once"). */
-  if (m->error != NULL && (row_stays || refusal != NULL))
+  /* A Regenerate refused after a failed pin tried the pin again, whose
+   * toast says why: "The answer failed." and the same words came in a
+   * second toast under it. */
+  if (m->error != NULL && (row_stays || refusal != NULL || _tern_window_toast_ends (self, m->error)))
     {
       g_free (self->last_error);
       self->last_error = g_strdup (m->error);

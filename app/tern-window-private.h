@@ -183,6 +183,9 @@ const char    *_tern_window_toast_get_text       (AdwToast       *toast);
 void           _tern_window_toast                (TernWindow     *self,
                                                   const char     *text);
 /* Remembers message as the last error and shows it in a toast. */
+/* Whether a toast up or waiting says what MESSAGE ends with. */
+gboolean       _tern_window_toast_ends           (TernWindow     *self,
+                                                  const char     *message);
 void           _tern_window_set_error            (TernWindow     *self,
                                                   const char     *message);
 void           _tern_window_keep_toast           (TernWindow     *self,

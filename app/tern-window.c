@@ -597,6 +597,21 @@ tern_window_dismiss_toasts (TernWindow *self)
   while (pending && g_get_monotonic_time () < deadline);
 }
 
+gboolean
+_tern_window_toast_ends (TernWindow *self,
+                         const char *message)
+{
+  for (guint i = 0; message != NULL && i < self->toasts->len; i++)
+    {
+      AdwToast *t = g_ptr_array_index (self->toasts, i);
+      const char *text = _tern_window_toast_get_text (t);
+
+      if (!toast_dismissed (t) && text != NULL && *text != '\0' && g_str_has_suffix (message, text))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 void
 _tern_window_set_error (TernWindow *self,
            const char *message)

@@ -2424,6 +2424,33 @@ part_context (Fixture *f)
              && g_str_equal (tern_message_row_get_text (TERN_MESSAGE_ROW (row)), kept));
       CHECKF (strstr (tern_window_get_last_error (f->w), "could not be pinned") != NULL,
               "error: %s", tern_window_get_last_error (f->w));
+      /* The error has no row of its own (the failed one went): one toast
+       * says it (the pin tried again said it, and "The answer failed." the
+       * same words in a second one), the bar says "Failed", and the kept
+       * answer's row shows no refusal and no ways out, which are for a
+       * message too long. */
+      CHECKF (toasts_with (f->w, "could not be pinned") == 1, "%u toasts say the pin failed",
+              toasts_with (f->w, "could not be pinned"));
+      CHECKF (g_str_equal (tern_stats_bar_get_phase (bar), "Failed"), "phase %s",
+              tern_stats_bar_get_phase (bar));
+      CHECK (row != NULL && tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) == NULL
+             && find_mapped_label (row, "No new answer") == NULL);
+      {
+        int width = gtk_widget_get_width (GTK_WIDGET (f->w));
+
+        for (int narrow = 0; narrow < 2; narrow++)
+          {
+            int want = narrow ? 360 : 800;
+            g_autofree char *shot = g_strdup_printf ("daily-context-regenerate-error-%d.png", want);
+
+            gtk_window_set_default_size (GTK_WINDOW (f->w), want, 760);
+            spin_for (0.5);
+            CHECK (wait_for (f->w, end_in_view, 10));
+            CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+          }
+        gtk_window_set_default_size (GTK_WINDOW (f->w), width, 760);
+        spin_for (0.5);
+      }
       tern_chat_wait_saves ();
       {
         g_autofree char *path = g_strdup_printf ("%s/%s.json", f->chats_dir, tern_chat_get_id (chat));
