@@ -1916,6 +1916,62 @@ check_regenerate_overflow (Fixture    *f,
   check_edit_resend_overflow (f, question);
 }
 
+/* A chat whose last answer was cut at the Answer Length Limit, saved,
+ * closed and opened again: its row says it was cut off, as it did while
+ * it was written. */
+static void
+check_reopen_cut_off (Fixture *f)
+{
+  TernMessage *m;
+  TernChat *chat;
+  g_autofree char *id = NULL;
+  GtkWidget *row;
+  guint n;
+
+  /* (The test model, greedy, does not end an answer of itself before
+   * 1000 tokens.) */
+  g_settings_set_int (f->settings, "max-tokens", 8);
+  activate (f->w, "new-chat", NULL);
+  set_mode (f->w, "chat");
+  m = send_and_wait (f->w, "Tell me about terns.");
+  g_settings_reset (f->settings, "max-tokens");
+  CHECKF (m != NULL && m->error == NULL && g_strcmp0 (m->stop_reason, "limit") == 0,
+          "stop reason %s", m ? m->stop_reason : "(none)");
+  if (m == NULL || g_strcmp0 (m->stop_reason, "limit") != 0)
+    return;
+  CHECK (g_str_equal (tern_stats_bar_get_phase (tern_window_get_stats_bar (f->w)), "Cut off"));
+  id = g_strdup (tern_chat_get_id (tern_window_get_chat (f->w)));
+  tern_chat_wait_saves ();
+  gtk_window_close (GTK_WINDOW (f->w));
+  spin_for (0.2);
+  fixture_window (f, 800, 760);
+  chat = tern_window_get_chat (f->w);
+  n = tern_chat_get_n_messages (chat);
+  CHECKF (g_str_equal (tern_chat_get_id (chat), id) && n == 2, "opened again on %s, %u messages",
+          tern_chat_get_id (chat), n);
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-context-reopen-cut-off-%d.png", want);
+
+      gtk_window_set_default_size (GTK_WINDOW (f->w), want, 760);
+      spin_for (0.5);
+      CHECK (wait_for (f->w, end_in_view, 10));
+      row = n > 0 ? tern_window_get_row (f->w, n - 1) : NULL;
+      CHECKF (row != NULL && find_mapped_label (row, "cut off by the Answer Length Limit") != NULL,
+              "at %d px the answer opened again does not say it was cut off", want);
+      /* The bar starts again for a chat shown ("Ready", no figures, as
+       * after a switch, app-daily-small): it never says "Done" beside the
+       * row's "cut off". */
+      CHECKF (g_str_equal (tern_stats_bar_get_phase (tern_window_get_stats_bar (f->w)), "Ready")
+              && g_str_equal (tern_stats_bar_get_text (tern_window_get_stats_bar (f->w)), ""),
+              "at %d px the bar says \"%s\" \"%s\"", want,
+              tern_stats_bar_get_phase (tern_window_get_stats_bar (f->w)),
+              tern_stats_bar_get_text (tern_window_get_stats_bar (f->w)));
+      CHECK (save_screenshot (GTK_WIDGET (f->w), shot));
+    }
+}
+
 static void
 part_context (Fixture *f)
 {
@@ -2520,6 +2576,7 @@ part_context (Fixture *f)
   check_old_refused_marks (f);
   check_keyboard_walk (f);
   check_regenerate_overflow (f, model);
+  check_reopen_cut_off (f);
 }
 
 /* ----------------------------------------------------------------- scroll */
