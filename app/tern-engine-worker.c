@@ -1945,7 +1945,9 @@ done:
     ev->error = tern_engine_error_text (&err);
   /* The engine's own advice ("start a new chat") is wrong here: every
    * earlier turn is already left out. The window says so with the size. */
-  if (rc == TN_ERR_OVERFLOW && req->kind == REQ_CHAT)
+  /* In Flash too: the context gauge shows what a message too long needs
+   * (docs/APP.md, "Gauge"). */
+  if (rc == TN_ERR_OVERFLOW)
     tern_engine_overflow_stats (&err, &ev->stats);
   event_post (ev);
 }

@@ -46,8 +46,9 @@ typedef struct {
   int n_ctx;             /* the session's context size */
   int dropped_messages;  /* chat: oldest messages left out to fit the context */
   int error_code;        /* the engine's code (TN_ERR_*) when the request failed */
-  int overflow_tokens;   /* chat: the tokens of the last message with the system prompt,
-                            when even it alone does not fit the context (else 0) */
+  int overflow_tokens;   /* the tokens of the message with the system prompt when it
+                            does not fit the context (chat: when even it alone does
+                            not), from the engine's overflow record (else 0) */
   gboolean overflow_at_least; /* overflow_tokens is a lower bound: the engine refused the
                                  text from its length, before encoding it */
 } TernStats;

@@ -2158,6 +2158,8 @@ part_context (Fixture *f)
             strchr (shown, '\n') ? strchr (shown, '\n') - shown : -1);
   }
   check_overflow_state (f, "daily-context-overflow");
+  /* In Flash the gauge read the system prompt alone. */
+  check_gauge_over (f->w, 512, "a Send in Flash that does not fit");
   /* Edit Message takes the message back to be shortened. */
   {
     GtkWidget *row = tern_window_get_row (f->w, 1);
