@@ -174,6 +174,10 @@ typedef struct compiler {
     uint32_t lit_budget;   /* and enum values left to compare */
     bool apart_cut;        /* a look for the pair at hand stopped at a bound */
     char path[256];        /* JSON pointer of the node being compiled, for messages */
+    /* The pairs of property schemas the look is inside (apart_props):
+     * taken as apart when met again, deeper in the value. */
+    uint32_t assumed[4 * TN_JSON_SCHEMA_MAX_DEPTH + 2][2];
+    uint32_t n_assumed;
 } compiler;
 
 static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
@@ -1460,6 +1464,34 @@ static bool lit_in_types(const tn_json_schema *s, const sc_str *l, uint8_t t) {
 #define APART_STEPS (1 << 14)
 #define APART_LITS (1 << 20)
 
+static bool apart(compiler *c, uint32_t a, uint32_t b, int depth);
+
+/* apart, for the values a and b give one property of two objects. A
+ * pair met again below itself is taken as apart: the look is a proof by
+ * induction on the size of a value, and a property's value is smaller
+ * than the object that holds it, so a value both take would have a
+ * smaller one inside it that both take, down to one that none can be.
+ * This shows apart two schemas that recurse in step and differ where the
+ * chain ends (X: {"a": X or 1} and Y: {"a": Y or 2}). Only what the pair
+ * is inside counts: nothing is kept once it is left, so a pair found to
+ * overlap there leaves no apart answer behind it. */
+static bool apart_props(compiler *c, uint32_t a, uint32_t b, int depth) {
+    for (uint32_t i = 0; i < c->n_assumed; i++)
+        if ((c->assumed[i][0] == a && c->assumed[i][1] == b) ||
+            (c->assumed[i][0] == b && c->assumed[i][1] == a))
+            return true;
+    if (c->n_assumed == sizeof c->assumed / sizeof c->assumed[0]) {
+        c->apart_cut = true;
+        return false;
+    }
+    c->assumed[c->n_assumed][0] = a;
+    c->assumed[c->n_assumed][1] = b;
+    c->n_assumed++;
+    const bool r = apart(c, a, b, depth);
+    c->n_assumed--;
+    return r;
+}
+
 /* No value is valid against both nodes a and b, as far as a bounded look
  * can show (false: they may share one, or the look ran out). Refs are
  * resolved; no anyOf is merged yet. Objects are apart when one requires a
@@ -1551,8 +1583,8 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
             x_fails_y = true;
             y_fails_x |= x->closed;
         } else if (k == 0 && (rx || ry) &&
-                   apart(c, s->props[x->prop0 + i].node, s->props[y->prop0 + j].node,
-                         depth + 1)) {
+                   apart_props(c, s->props[x->prop0 + i].node, s->props[y->prop0 + j].node,
+                               depth + 1)) {
             /* The one requiring it writes a value the other refuses; the
              * other leaves it out (refused) or writes its own (refused). */
             return true;
@@ -1569,8 +1601,8 @@ static bool apart(compiler *c, uint32_t a, uint32_t b, int depth) {
  * two branches: "exactly one" then holds of every value either takes.
  * Where two may overlap, the refusal names them (docs/SERVER.md); where
  * the look stopped at one of its bounds first, it says so, as the two may
- * well be apart (a pair that recurses in step, or enums too long to
- * compare within the budget). */
+ * well be apart (enums too long to compare within the budget, or more
+ * steps than it has). */
 static int check_one_of(compiler *c, uint32_t i) {
     tn_json_schema *s = c->s;
     const sc_node *n = &s->nodes[i];
