@@ -1915,18 +1915,8 @@ enum {
     M_ARR_FIRST, /* after '[': a value or ']' */
     M_VALUE,     /* a value of node cur */
     M_AFTER,     /* after a value in a container */
-    M_STR,       /* a string's body: tn_json_lex_string's sub-states from here */
-    M_ESC = M_STR + TN_JSON_LEX_ESC,
-    M_HEX = M_STR + TN_JSON_LEX_HEX,
-    M_UTF8 = M_STR + TN_JSON_LEX_UTF8,
-    M_NUM_MINUS, /* a number: tn_json_lex_number's sub-states from here */
-    M_NUM_ZERO = M_NUM_MINUS + TN_JSON_LEX_NUM_ZERO,
-    M_NUM_INT = M_NUM_MINUS + TN_JSON_LEX_NUM_INT,
-    M_NUM_DOT = M_NUM_MINUS + TN_JSON_LEX_NUM_DOT,
-    M_NUM_FRAC = M_NUM_MINUS + TN_JSON_LEX_NUM_FRAC,
-    M_NUM_E = M_NUM_MINUS + TN_JSON_LEX_NUM_E,
-    M_NUM_ESIGN = M_NUM_MINUS + TN_JSON_LEX_NUM_ESIGN,
-    M_NUM_EXP = M_NUM_MINUS + TN_JSON_LEX_NUM_EXP,
+    /* A string's body, then a number: M_STR.., M_NUM_MINUS.. (tn-json.h). */
+    TN_JSON_LEX_MODES,
     M_WORD, /* true, false or null */
     M_LIT,  /* an enum value: lo..hi the ones it can still be */
 };

@@ -187,6 +187,26 @@ enum {
     TN_JSON_LEX_NUM_EXP,
 };
 
+/* The two pieces' modes in a checker's own mode enum (json-prefix.c and
+ * json-schema.c write TN_JSON_LEX_MODES among theirs): M_STR and
+ * M_NUM_MINUS start them, and a sub-state is its offset from there, so
+ * that a mode is one byte and the step is mode - M_STR (or -
+ * M_NUM_MINUS). Defined once beside the sub-states, so that one edit
+ * keeps both checkers in step with them. */
+#define TN_JSON_LEX_MODES                                                                          \
+    M_STR,                                                                                         \
+    M_ESC = M_STR + TN_JSON_LEX_ESC,                                                               \
+    M_HEX = M_STR + TN_JSON_LEX_HEX,                                                               \
+    M_UTF8 = M_STR + TN_JSON_LEX_UTF8,                                                             \
+    M_NUM_MINUS,                                                                                   \
+    M_NUM_ZERO = M_NUM_MINUS + TN_JSON_LEX_NUM_ZERO,                                               \
+    M_NUM_INT = M_NUM_MINUS + TN_JSON_LEX_NUM_INT,                                                 \
+    M_NUM_DOT = M_NUM_MINUS + TN_JSON_LEX_NUM_DOT,                                                 \
+    M_NUM_FRAC = M_NUM_MINUS + TN_JSON_LEX_NUM_FRAC,                                               \
+    M_NUM_E = M_NUM_MINUS + TN_JSON_LEX_NUM_E,                                                     \
+    M_NUM_ESIGN = M_NUM_MINUS + TN_JSON_LEX_NUM_ESIGN,                                             \
+    M_NUM_EXP = M_NUM_MINUS + TN_JSON_LEX_NUM_EXP
+
 /* What a number may be: digits at most in its integer, fraction and
  * exponent parts (0: any number of them), and whether '.' and 'e' end it
  * (an integer). */
