@@ -1677,8 +1677,6 @@ check_overflow_state (Fixture    *f,
  * figure it needs, past the context's size, and a tooltip that says so. A
  * Regenerate refused for it read "512 / 512", the kept answer's use capped:
  * a chat exactly full; a Send refused read the turns before it. */
-static GtkWidget *find_mapped_label (GtkWidget *widget, const char *needle);
-
 static void
 check_gauge_over (TernWindow *w,
                   int         n_ctx,
