@@ -73,6 +73,10 @@ struct tn_tokenizer {
      * 2^-32 tokens; in a text NFC may change, what any byte weighs. */
     uint64_t min_weight[256];
     uint64_t nfc_weight;
+    /* For that NFC rule: whether every added token is UTF-8 of NFC
+     * boundary characters, and which bytes end one (nfc_min_weight). */
+    bool added_plain;
+    bool added_end[256];
 
     /* Added tokens matched in the text before splitting. */
     trie_node *trie;
@@ -127,32 +131,75 @@ static inline void weigh(weight_sum *w, uint64_t x) {
  * a boundary (a character of combining class 0 and NFC_Quick_Check Yes, or
  * a byte that is not UTF-8) and runs to the next one, and tn_nfc copies a
  * segment unchanged unless it is dirty (holds an NFC_QC No or Maybe
- * character, or combining classes out of order), normalizing only those.
+ * character, or combining classes out of order), normalizing only those,
+ * each on its own: what a segment becomes depends on it alone.
  *
- * Why it is a lower bound: a clean segment's bytes come out as they went in,
- * so they keep their own weight, as in a text NFC leaves alone. Each byte of
- * a dirty segment counts nfc_weight, 1/(4 x the longest token): the
- * segment's NFC keeps at least a third of its bytes (Kelvin sign to "K",
- * three Hangul jamo to one syllable are the steepest; test-tokenizer-bound
- * checks it) and each output byte weighs at least 1/(the longest token), so
- * the segment's bytes weigh no more than its output does. Cutting the text
- * at added tokens as bpe_encode does changes nothing: a stretch's segments
- * lie each within one of the whole text's, and the parts of a clean one are
- * clean (whether a character is a boundary, or No or Maybe, is its own
- * property; the first character after a cut has its class compared with
- * none; a character cut in two is bytes that are not UTF-8, boundaries
- * copied as they are), and a byte inside an added token's match weighs at
- * most 1 / that token's length either way. nfc_weight is never
- * above a byte's own weight, so a stretch that passes the quick check on
- * its own and is copied whole is counted low, not high. Before, every byte
- * but ASCII followed by ASCII weighed nfc_weight: a megabyte of CJK with one
- * combining mark in it was "at least 2,047 tokens" with Qwen3, encoded in
- * full on a 4k context before its refusal; now only the mark and the
- * ideograph before it count low. */
+ * Why it is a lower bound. A clean segment's bytes come out as they went
+ * in, so they keep their own weight, as in a text NFC leaves alone. A dirty
+ * segment that no added token can cut (below) is normalized here as the
+ * encoder will, and its output's bytes count their own weight: they are
+ * bytes of the text the encoder splits, so the ordinary argument above
+ * holds for them. "e\u0301" a million times is "\u00e9" a million times
+ * to the encoder and here. A dirty segment an added token may cut counts
+ * nfc_weight a byte, 1/(4 x the longest token): its NFC, cut or not, keeps
+ * at least a third of its bytes (Kelvin sign to "K", three Hangul jamo to
+ * one syllable are the steepest; test-tokenizer-bound checks it), each
+ * output byte weighs at least 1/(the longest token), and a byte inside an
+ * added token's match weighs at most 1 / that token's length either way.
+ * nfc_weight is never above what the segment's own NFC would weigh, so the
+ * first rule only ever raises the bound where the second would hold too.
+ *
+ * When an added token cannot cut a dirty segment: bpe_encode tries a match
+ * at every byte. If every added token is UTF-8 made of boundary characters
+ * only (tok->added_plain; all of Qwen's are ASCII), a match begins with a
+ * lead byte, so at the start of one of the text's characters, and that
+ * character, being its first, is a boundary: a segment start. Its
+ * characters are the text's own, all boundaries, so of a dirty segment it
+ * can cover the first character only, as its last; that character's last
+ * byte is then an added token's last byte (tok->added_end). A segment
+ * whose first character ends otherwise lies whole in one stretch, as one
+ * of that stretch's segments, and is normalized exactly as here.
+ *
+ * Cutting the text at added tokens changes nothing for the rest: a
+ * stretch's segments lie each within one of the whole text's, and the
+ * parts of a clean one are clean (whether a character is a boundary, or
+ * No or Maybe, is its own property; the first character after a cut has
+ * its class compared with none; a character cut in two is bytes that are
+ * not UTF-8, boundaries copied as they are). A stretch that passes the
+ * quick check on its own and is copied whole holds no dirty segment.
+ *
+ * Segments are normalized in runs of up to NFC_RUN bytes (whole segments),
+ * so the bound's memory stays small whatever the text; a run that cannot
+ * be normalized (out of memory) counts nfc_weight a byte. Before, every
+ * byte of a dirty segment counted nfc_weight: 16 MiB of "e\u0301" was "at
+ * least 32,767 tokens" with Qwen3 (5,592,405 given), encoded in full before
+ * a 40k context refused it; now at least 515,378 (docs/TOKENIZER.md,
+ * "Refusing early"). */
+#define NFC_RUN (64u << 10)
+
+static void weigh_run(const tn_tokenizer *tok, const unsigned char *p, size_t len, bool dirty,
+                      weight_sum *w) {
+    if (dirty) {
+        char *out = NULL;
+        size_t n = 0;
+        if (tn_nfc((const char *)p, len, &out, &n) == TN_OK) {
+            for (size_t k = 0; k < n; k++)
+                weigh(w, tok->min_weight[(unsigned char)out[k]]);
+            free(out);
+            return;
+        }
+        for (size_t k = 0; k < len; k++)
+            weigh(w, tok->nfc_weight);
+        return;
+    }
+    for (size_t k = 0; k < len; k++)
+        weigh(w, tok->min_weight[p[k]]);
+}
+
 static void nfc_min_weight(const tn_tokenizer *tok, const unsigned char *p, size_t len,
                            weight_sum *w) {
-    size_t seg = 0, i = 0;
-    bool dirty = false;
+    size_t run = 0, seg = 0, first_last = 0, i = 0;
+    bool run_dirty = false, dirty = false;
     uint8_t last_ccc = 0;
     for (;;) {
         size_t adv = 1;
@@ -166,14 +213,30 @@ static void nfc_min_weight(const tn_tokenizer *tok, const unsigned char *p, size
             if (!boundary && ((flags & NFC_NOT_YES) || (ccc != 0 && last_ccc > ccc)))
                 dirty = true;
         }
-        if (boundary || i >= len) {
-            for (size_t k = seg; k < i; k++)
-                weigh(w, dirty ? tok->nfc_weight : tok->min_weight[p[k]]);
+        if ((boundary || i >= len) && i > seg) {
+            if (dirty && (!tok->added_plain || tok->added_end[p[first_last]])) {
+                weigh_run(tok, p + run, seg - run, run_dirty, w);
+                for (size_t k = seg; k < i; k++)
+                    weigh(w, tok->nfc_weight);
+                run = i;
+                run_dirty = false;
+            } else {
+                run_dirty |= dirty;
+                if (i - run >= NFC_RUN) {
+                    weigh_run(tok, p + run, i - run, run_dirty, w);
+                    run = i;
+                    run_dirty = false;
+                }
+            }
             seg = i;
             dirty = false;
         }
-        if (i >= len)
+        if (i >= len) {
+            weigh_run(tok, p + run, len - run, run_dirty, w);
             return;
+        }
+        if (i == seg)
+            first_last = i + adv - 1;
         last_ccc = ccc;
         i += adv;
     }
@@ -673,6 +736,25 @@ static void set_min_weights(tn_tokenizer *tok) {
     for (int b = 0; b < 256; b++)
         tok->min_weight[b] = drops[b] ? 0 : (UINT64_C(1) << 32) / longest[b];
     tok->nfc_weight = drops_any ? 0 : (UINT64_C(1) << 32) / ((uint64_t)overall * 4);
+
+    /* The added tokens bpe_encode may match (those in the trie). */
+    tok->added_plain = true;
+    for (int32_t id = 0; id < tok->n_vocab; id++) {
+        const uint8_t type = tok->type[id];
+        size_t len;
+        const char *s = text_of(tok, id, &len);
+        if ((!is_control(type) && type != TN_TOKEN_TYPE_USER_DEFINED) || !len)
+            continue;
+        tok->added_end[(unsigned char)s[len - 1]] = true;
+        for (size_t i = 0; i < len;) {
+            size_t adv = 1;
+            const uint32_t cp = tn_utf8_decode(s + i, len - i, &adv);
+            if (cp == TN_UTF8_INVALID || tn_unicode_ccc(cp) != 0 ||
+                (tn_unicode_flags(cp) & NFC_NOT_YES))
+                tok->added_plain = false;
+            i += adv;
+        }
+    }
 }
 
 int tn_tokenizer_load(const tn_gguf *g, tn_tokenizer **out, tn_error *err) {
