@@ -990,6 +990,18 @@ int tn_gguf_read_float(const tn_gguf *g, const char *key, double *out, tn_error 
     return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_FLOAT, err) : rc;
 }
 
+int tn_gguf_read_float_in(const tn_gguf *g, const char *key, double lo, double hi, double *out,
+                          tn_error *err) {
+    int rc = tn_gguf_read_float(g, key, out, err);
+    if (rc != TN_OK)
+        return rc;
+    if (!(*out >= lo && *out <= hi))
+        return tn_fail(err, TN_ERR_FORMAT,
+                       "%s: metadata key '%s' is %g; expected a number from %g to %g",
+                       tn_gguf_path(g) ? tn_gguf_path(g) : "model", key, *out, lo, hi);
+    return TN_OK;
+}
+
 int tn_gguf_read_bool(const tn_gguf *g, const char *key, bool *out, tn_error *err) {
     int rc = tn_gguf_get_bool(g, key, out);
     return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_BOOL, err) : rc;

@@ -164,6 +164,16 @@ int tn_gguf_read_int(const tn_gguf *g, const char *key, int64_t *out, tn_error *
 int tn_gguf_read_float(const tn_gguf *g, const char *key, double *out, tn_error *err);
 int tn_gguf_read_bool(const tn_gguf *g, const char *key, bool *out, tn_error *err);
 int tn_gguf_read_str(const tn_gguf *g, const char *key, tn_str *out, tn_error *err);
+/* tn_gguf_read_float held to [lo, hi]: a value that is not finite or lies
+ * outside fails with TN_ERR_FORMAT naming the key, the value and the range.
+ * The one check for the hyperparameters a model's numbers hang on (norm
+ * epsilons, rope bases and factors, softcaps): a denormal epsilon is
+ * positive, yet adds nothing. */
+/* The norm epsilons a model may give (published: 1e-6 to 1e-5). */
+#define TN_EPS_MIN 1e-12
+#define TN_EPS_MAX 0.1
+int tn_gguf_read_float_in(const tn_gguf *g, const char *key, double lo, double hi, double *out,
+                          tn_error *err);
 
 /* Overflow-checked arithmetic: return false on overflow. */
 static inline bool tn_add_u64(uint64_t a, uint64_t b, uint64_t *out) {

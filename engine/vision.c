@@ -179,14 +179,20 @@ int tn_vision_key_int(const tn_gguf *g, const char *key, int64_t lo, int64_t hi,
     return TN_OK;
 }
 
+/* Published encoders use 1e-6 (Gemma 3's SigLIP, Gemma 4) to 1e-5; the
+ * range is wide around them and shared with the text models' epsilons
+ * (TN_EPS_MIN, TN_EPS_MAX), but a denormal or an epsilon that swamps the
+ * variance is refused. */
 int tn_vision_key_eps(const tn_gguf *g, float *eps, tn_error *err) {
+    static const char key[] = "clip.vision.attention.layer_norm_epsilon";
     double x;
-    if (tn_gguf_get_float(g, "clip.vision.attention.layer_norm_epsilon", &x) != TN_OK ||
-        !(x > 0 && x < 1))
+    const int rc = tn_gguf_read_float_in(g, key, TN_EPS_MIN, TN_EPS_MAX, &x, err);
+    if (rc == TN_ERR_NOT_FOUND)
         return tn_fail(err, TN_ERR_FORMAT,
-                       "%s: missing or bad "
-                       "clip.vision.attention.layer_norm_epsilon",
+                       "%s: missing or bad clip.vision.attention.layer_norm_epsilon",
                        tn_gguf_path(g));
+    if (rc != TN_OK)
+        return rc;
     *eps = (float)x;
     return TN_OK;
 }

@@ -395,6 +395,19 @@ static bool patch_bytes(unsigned char *b, size_t n, const char *from, const char
     return false;
 }
 
+/* The f32 value of a key: after the key's text, its type (4 bytes, 6 for
+ * f32), then the value. */
+static bool patch_f32(unsigned char *b, size_t n, const char *key, float value) {
+    const size_t l = strlen(key);
+    for (size_t i = 0; i + l + 8 <= n; i++)
+        if (!memcmp(b + i, key, l) && b[i + l] == 6 && !b[i + l + 1] && !b[i + l + 2] &&
+            !b[i + l + 3]) {
+            memcpy(b + i + l + 4, &value, 4);
+            return true;
+        }
+    return false;
+}
+
 static void expect_refused(const char *path, const char *needle) {
     tn_vision *v = NULL;
     tn_error err = {0};
@@ -449,6 +462,12 @@ static void test_garbage(const char *good) {
                       "clip.vision.attention.layer_norm_epsiloX"));
     spit(path, c, n);
     expect_refused(path, "missing or bad clip.vision.attention.layer_norm_epsilon");
+    /* A denormal epsilon is positive, yet adds nothing to a norm (it loaded). */
+    memcpy(c, b, n);
+    CHECK(patch_f32(c, n, "clip.vision.attention.layer_norm_epsilon", 1e-44f));
+    spit(path, c, n);
+    expect_refused(path, "metadata key 'clip.vision.attention.layer_norm_epsilon' is "
+                         "9.80909e-45; expected a number from 1e-12 to 0.1");
     memcpy(c, b, n);
     CHECK(patch_bytes(c, n, "clip.vision.block_count", "clip.vision.block_counX"));
     spit(path, c, n);

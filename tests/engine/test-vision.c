@@ -274,6 +274,12 @@ static void four_means(tn_gguf_writer *w) {
     tn_gguf_writer_set_arr(w, "clip.vision.image_mean", TN_GGUF_F32, m, 4);
 }
 
+/* A denormal epsilon: positive and below 1, so it once loaded, and then
+ * added nothing to a layer norm's variance (a zero row divides by zero). */
+static void denormal_eps(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-44f);
+}
+
 static void huge_patch(tn_gguf_writer *w) {
     tn_gguf_writer_set_u32(w, "clip.vision.patch_size", 4096);
 }
@@ -341,6 +347,10 @@ static void hostile_projectors(const char *path, const char *dir) {
         {"no-mean.gguf", "clip.vision.image_mean", NULL, TN_OK, NULL, NULL},
         {"no-eps.gguf", "clip.vision.attention.layer_norm_epsilon", NULL, TN_ERR_FORMAT,
          "missing or bad clip.vision.attention.layer_norm_epsilon", NULL},
+        {"denormal-eps.gguf", NULL, denormal_eps, TN_ERR_FORMAT,
+         "metadata key 'clip.vision.attention.layer_norm_epsilon' is 9.80909e-45; expected a "
+         "number from 1e-12 to 0.1",
+         NULL},
         {"no-layers.gguf", "clip.vision.block_count", NULL, TN_ERR_FORMAT,
          "missing or mistyped key 'clip.vision.block_count' (expected a whole number in [1, "
          "1024])",
