@@ -309,6 +309,10 @@ forget_edit (TernWindow *self)
 {
   g_clear_object (&self->edit_chat);
   g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
+  g_clear_pointer (&self->edit_put_text, g_free);
+  g_clear_pointer (&self->edit_before_text, g_free);
+  self->edit_put_images = 0;
+  self->edit_before_images = 0;
   self->edit_toast = NULL;
 }
 
@@ -340,6 +344,30 @@ _tern_window_composer_take (TernWindow  *self,
     tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
 }
 
+void
+_tern_window_composer_add (TernWindow  *self,
+                           TernMessage *m)
+{
+  g_autofree char *held = NULL;
+  GString *text;
+
+  if (!tern_composer_has_content (self->composer))
+    {
+      _tern_window_composer_take (self, m);
+      return;
+    }
+  /* What the user wrote stays, after a blank line: they choose what to
+   * keep, rather than the app choosing for them (docs/APP.md, "Edit Last"). */
+  held = g_strstrip (tern_composer_get_text (self->composer));
+  text = g_string_new (m->text);
+  if (*held != '\0')
+    g_string_append_printf (text, "%s%s", text->len > 0 ? "\n\n" : "", held);
+  tern_window_set_composer_text (self, text->str);
+  g_string_free (text, TRUE);
+  for (guint i = 0; m->images != NULL && i < m->images->len; i++)
+    tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
+}
+
 static void
 action_edit_last (GSimpleAction *action,
                   GVariant      *param,
@@ -363,16 +391,30 @@ action_edit_last (GSimpleAction *action,
     return;
   /* Its images go back to the composer with its text; but an edited
    * message refused for its length is there already, and taken back again
-   * (its row's Edit Message) the question it was to replace wrote over it. */
+   * (its row's Edit Message) the question it was to replace wrote over it.
+   * Anything else being written stays, after the question. What the
+   * composer held is kept for Undo. */
   {
-    g_autofree char *draft = tern_composer_get_text (self->composer);
+    gboolean had = tern_composer_has_content (self->composer);
+    gboolean keep = self->edit_draft_kept && had;
+    g_autofree char *before = tern_composer_get_text (self->composer);
+    guint before_images = tern_composer_get_n_images (self->composer);
 
-    if (!self->edit_draft_kept || draft == NULL || *g_strstrip (draft) == '\0')
-      _tern_window_composer_take (self, tern_chat_get_message (self->chat, user_index));
     self->edit_draft_kept = FALSE;
+    /* The old question and answer stay recoverable until the toast goes. */
+    forget_edit (self);
+    if (!keep)
+      {
+        _tern_window_composer_add (self, tern_chat_get_message (self->chat, user_index));
+        self->edit_put_text = tern_composer_get_text (self->composer);
+        self->edit_put_images = tern_composer_get_n_images (self->composer);
+        if (had)
+          {
+            self->edit_before_text = g_steal_pointer (&before);
+            self->edit_before_images = before_images;
+          }
+      }
   }
-  /* The old question and answer stay recoverable until the toast goes. */
-  forget_edit (self);
   self->edit_taken = tern_chat_take_from (self->chat, user_index);
   self->edit_chat = g_object_ref (self->chat);
   self->edit_index = user_index;
@@ -396,8 +438,10 @@ action_edit_last (GSimpleAction *action,
   _tern_window_add_toast (self, self->edit_toast);
 }
 
-/* Puts the taken messages back, while nothing was sent since: the
- * composer's draft is dropped (it was the old question). */
+/* Puts the taken messages back, while nothing was sent since. The
+ * composer, as Edit Last left it, goes back to what it held before (the old
+ * question is on its row again); anything else in it is the user's since
+ * (an edit, the edited message Edit Message left there) and stays. */
 static void
 action_undo_edit (GSimpleAction *action,
                   GVariant      *param,
@@ -417,9 +461,22 @@ action_undo_edit (GSimpleAction *action,
       return;
     }
   tern_chat_restore (self->chat, self->edit_taken);
+  {
+    g_autofree char *now = tern_composer_get_text (self->composer);
+
+    if (self->edit_put_text != NULL && g_strcmp0 (now, self->edit_put_text) == 0
+        && tern_composer_get_n_images (self->composer) == self->edit_put_images)
+      {
+        g_autoptr(GPtrArray) images = tern_composer_get_images (self->composer);
+
+        tern_window_set_composer_text (self, self->edit_before_text ? self->edit_before_text : "");
+        tern_composer_clear_images (self->composer);
+        /* Its own pictures came first, the question's after them. */
+        for (guint i = 0; i < self->edit_before_images && i < images->len; i++)
+          tern_composer_attach_bytes (self->composer, g_ptr_array_index (images, i), _("Image"));
+      }
+  }
   forget_edit (self);
-  tern_window_set_composer_text (self, "");
-  tern_composer_clear_images (self->composer);
   _tern_window_show_chat (self, self->chat);
   _tern_window_show_last_figures (self);
   _tern_window_save_chat (self);

@@ -699,9 +699,10 @@ on_finished (TernWindow              *self,
         row = _tern_window_add_row (self, tern_chat_get_message (self->chat, i));
       if (row != NULL && refusal != NULL)
         tern_message_row_set_refusal (row, refusal);
-      /* The composer was emptied when it was sent. */
+      /* The composer was emptied when it was sent, but what was typed
+       * since is the user's too: it stays, after the edited message. */
       if (failed->len > 0)
-        _tern_window_composer_take (self, g_ptr_array_index (failed, 0));
+        _tern_window_composer_add (self, g_ptr_array_index (failed, 0));
       self->edit_draft_kept = TRUE;
       /* Nothing is left for Undo to put back. */
       _tern_window_end_edit (self);

@@ -139,6 +139,12 @@ struct _TernWindow {
   GPtrArray *edit_taken;
   guint edit_index;
   AdwToast *edit_toast;
+  /* What Edit Last put in the composer (NULL: it left the composer as it
+   * was) and what the composer held before, for Undo. */
+  char *edit_put_text;
+  guint edit_put_images;
+  char *edit_before_text;
+  guint edit_before_images;
   /* The composer holds an edited message that was refused (too long), and
    * the turn it was to replace is back: Edit Message keeps the edited text
    * rather than the old question. Until the next generation or chat. */
@@ -174,6 +180,10 @@ void           _tern_window_update_actions       (TernWindow     *self);
 void           _tern_window_end_edit             (TernWindow     *self);
 /* A message's text and images into the composer, in place of its own. */
 void           _tern_window_composer_take        (TernWindow     *self,
+                                                  TernMessage    *m);
+/* A message's text and images into the composer, ahead of what it holds
+ * (a blank line between): nothing the user wrote is written over. */
+void           _tern_window_composer_add         (TernWindow     *self,
                                                   TernMessage    *m);
 /* A toast showing `text` as it is (escaped from the title's markup). */
 AdwToast      *_tern_window_toast_new            (TernWindow     *self,

@@ -2310,6 +2310,8 @@ tern_window_finalize (GObject *object)
   g_clear_pointer (&self->deleted, g_hash_table_unref);
   g_clear_object (&self->edit_chat);
   g_clear_pointer (&self->edit_taken, g_ptr_array_unref);
+  g_free (self->edit_put_text);
+  g_free (self->edit_before_text);
   G_OBJECT_CLASS (tern_window_parent_class)->finalize (object);
 }
 

@@ -5554,6 +5554,243 @@ part_narrow (Fixture *f)
           "an emptied chat's bar reads \"%s\"", tern_stats_bar_get_text (bar));
 }
 
+/* ------------------------------------------------------------- edits */
+
+/* The composer's text, blanks at its ends left out. */
+static char *
+composer_text (TernWindow *w)
+{
+  char *text = tern_composer_get_text (w->composer);
+
+  return text != NULL ? g_strstrip (text) : g_strdup ("");
+}
+
+/* A question answered, then Edit Last: the chat empty, the question in the
+ * composer. FALSE (said) when it was not answered. */
+static gboolean
+answered_then_edit_last (TernWindow *w,
+                         const char *mode,
+                         const char *question)
+{
+  TernMessage *m;
+
+  activate (w, "new-chat", NULL);
+  set_mode (w, mode);
+  m = send_and_wait (w, question);
+  CHECKF (m != NULL && m->error == NULL && m->text[0] != '\0', "answered in 512: %s",
+          m && m->error ? m->error : "(none)");
+  if (m == NULL || m->error != NULL)
+    return FALSE;
+  activate (w, "edit-last", NULL);
+  spin_for (0.3);
+  CHECK (tern_chat_get_n_messages (tern_window_get_chat (w)) == 0);
+  return TRUE;
+}
+
+/* The refused edited message's row, Edit Message on it, then Undo: Undo
+ * cleared the composer, and the edited text (Edit Message had left it
+ * there, not the old question) was lost with it. */
+static void
+check_undo_after_edit_message (Fixture    *f,
+                               const char *too_long)
+{
+  static const char question[] = "A short question about seabirds.";
+  TernWindow *w = f->w;
+  TernChat *chat;
+  GtkWidget *row, *fixes;
+
+  if (!answered_then_edit_last (w, "chat", question))
+    return;
+  chat = tern_window_get_chat (w);
+  send_and_wait (w, too_long);
+  CHECKF (tern_chat_get_n_messages (chat) == 2, "after the edited message: %u messages",
+          tern_chat_get_n_messages (chat));
+  row = tern_window_get_row (w, 1);
+  fixes = row ? tern_message_row_get_fix_box (TERN_MESSAGE_ROW (row)) : NULL;
+  CHECK (fixes != NULL && button_labelled (fixes, "Edit Message") != NULL);
+  if (fixes == NULL || button_labelled (fixes, "Edit Message") == NULL)
+    return;
+  g_signal_emit_by_name (button_labelled (fixes, "Edit Message"), "clicked");
+  spin_for (0.3);
+  CHECK (tern_chat_get_n_messages (chat) == 0);
+  activate (w, "undo-edit", NULL);
+  spin_for (0.3);
+  /* The turn is back, and the edited text is still the user's. */
+  CHECKF (tern_chat_get_n_messages (chat) == 2, "after Undo: %u messages",
+          tern_chat_get_n_messages (chat));
+  {
+    g_autofree char *back = composer_text (w);
+    g_autofree char *want = g_strstrip (g_strdup (too_long));
+
+    CHECKF (g_str_equal (back, want), "after Undo the composer holds %zu bytes: \"%.40s\"",
+            strlen (back), back);
+  }
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-edits-undo-keeps-edited-%d.png", want);
+
+      /* (Undo was the toast's button: it goes with it.) */
+      tern_window_dismiss_toasts (w);
+
+      gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
+      spin_for (0.5);
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), 1100, 760);
+  /* Undo right after Edit Last, the question untouched, still empties the
+   * composer: it only held the old question, which is back on its row. */
+  tern_composer_set_text (w->composer, "");
+  activate (w, "edit-last", NULL);
+  spin_for (0.3);
+  {
+    g_autofree char *back = composer_text (w);
+
+    CHECKF (g_str_equal (back, question), "Edit Last put \"%.40s\" in the composer", back);
+  }
+  activate (w, "undo-edit", NULL);
+  spin_for (0.3);
+  {
+    g_autofree char *back = composer_text (w);
+
+    CHECKF (back[0] == '\0' && tern_chat_get_n_messages (chat) == 2,
+            "Undo after Edit Last left \"%.40s\", %u messages", back,
+            tern_chat_get_n_messages (chat));
+  }
+  tern_window_dismiss_toasts (w);
+}
+
+static gboolean
+no_edit_toast (TernWindow *w)
+{
+  return toasts_with (w, "taken back") == 0
+         && find_mapped_label (GTK_WIDGET (w), "taken back") == NULL;
+}
+
+/* What was typed in the composer while the edited message was being sent:
+ * its refusal put the edited text back in place of it. Both are kept, the
+ * edited message first; in Chat and in Flash. */
+static void
+check_typed_while_edit_sent (Fixture    *f,
+                             const char *mode,
+                             const char *too_long)
+{
+  static const char question[] = "Where do arctic terns nest?";
+  static const char typed[] = "And what do they eat on the way?";
+  TernWindow *w = f->w;
+  TernChat *chat;
+
+  if (!answered_then_edit_last (w, mode, question))
+    return;
+  chat = tern_window_get_chat (w);
+  tern_window_set_composer_text (w, too_long);
+  activate (w, "send", NULL);
+  CHECK (tern_window_is_generating (w));
+  /* Typed while it is being sent (the refusal comes through the main loop). */
+  tern_window_set_composer_text (w, typed);
+  CHECK (wait_for (w, not_generating, 300));
+  CHECKF (tern_chat_get_n_messages (chat) == 2, "%s: after the edited message: %u messages",
+          mode, tern_chat_get_n_messages (chat));
+  {
+    g_autofree char *back = composer_text (w);
+    g_autofree char *edited = g_strstrip (g_strdup (too_long));
+
+    CHECKF (strstr (back, typed) != NULL, "%s: what was typed meanwhile is gone: the composer "
+            "holds %zu bytes, \"%.40s\"", mode, strlen (back), back);
+    CHECKF (g_str_has_prefix (back, edited), "%s: the edited message is not back first: \"%.40s\"",
+            mode, back);
+  }
+  /* Nothing is left for Undo: its toast goes (once shown long enough to
+   * be dismissed, tern-window.c's guard). */
+  CHECKF (wait_for (w, no_edit_toast, 10), "a toast still shows \"Message taken back for editing\"");
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-edits-typed-kept-%s-%d.png", mode, want);
+
+      gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
+      spin_for (0.5);
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), 1100, 760);
+  spin_for (0.3);
+  tern_composer_set_text (w->composer, "");
+  tern_window_dismiss_toasts (w);
+}
+
+/* Edit Last while something was being written: the old question was
+ * written over it. Both are kept, the question first; Undo, the composer
+ * as Edit Last left it, gives back what was being written. */
+static void
+check_edit_last_over_draft (Fixture *f)
+{
+  static const char question[] = "How far do terns fly in a year?";
+  static const char draft[] = "A draft the user was writing.";
+  TernWindow *w = f->w;
+  TernChat *chat;
+  TernMessage *m;
+
+  activate (w, "new-chat", NULL);
+  set_mode (w, "chat");
+  chat = tern_window_get_chat (w);
+  m = send_and_wait (w, question);
+  CHECK (m != NULL && m->error == NULL);
+  tern_window_set_composer_text (w, draft);
+  activate (w, "edit-last", NULL);
+  spin_for (0.3);
+  CHECK (tern_chat_get_n_messages (chat) == 0);
+  {
+    g_autofree char *back = composer_text (w);
+
+    CHECKF (strstr (back, draft) != NULL && g_str_has_prefix (back, question),
+            "after Edit Last the composer holds \"%.60s\"", back);
+  }
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-edits-edit-over-draft-%d.png", want);
+
+      gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
+      spin_for (0.5);
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), 1100, 760);
+  spin_for (0.3);
+  activate (w, "undo-edit", NULL);
+  spin_for (0.3);
+  {
+    g_autofree char *back = composer_text (w);
+
+    CHECKF (g_str_equal (back, draft) && tern_chat_get_n_messages (chat) == 2,
+            "after Undo the composer holds \"%.60s\", %u messages", back,
+            tern_chat_get_n_messages (chat));
+  }
+  tern_composer_set_text (w->composer, "");
+  tern_window_dismiss_toasts (w);
+}
+
+static void
+part_edits (Fixture *f)
+{
+  g_autofree char *model = make_model (f->tmp);
+  GString *s = g_string_new (NULL);
+  g_autofree char *too_long = NULL;
+
+  /* Some 600 tokens: alone too long for 512. */
+  for (int i = 0; i < 90; i++)
+    g_string_append (s, "seabird ");
+  too_long = g_string_free (s, FALSE);
+  fixture_window (f, 1100, 760);
+  g_settings_set_int (f->settings, "context-size", 512);
+  g_settings_set_int (f->settings, "max-tokens", 32);
+  if (model == NULL || !load_model (f, model))
+    return;
+  check_undo_after_edit_message (f, too_long);
+  check_typed_while_edit_sent (f, "chat", too_long);
+  check_typed_while_edit_sent (f, "flash", too_long);
+  check_edit_last_over_draft (f);
+}
+
 /* ------------------------------------------------------------------- main */
 
 int
@@ -5594,6 +5831,8 @@ main (int   argc,
     part_reopen (&f);
   else if (g_str_equal (part, "narrow"))
     part_narrow (&f);
+  else if (g_str_equal (part, "edits"))
+    part_edits (&f);
   else
     {
       fprintf (stderr, "unknown part '%s'\n", part);
