@@ -357,7 +357,8 @@ _tern_window_composer_add (TernWindow  *self,
       return;
     }
   /* What the user wrote stays, after a blank line: they choose what to
-   * keep, rather than the app choosing for them (docs/APP.md, "Edit Last"). */
+   * keep, rather than the app choosing for them (docs/APP.md, "Nothing typed
+   * is written over"). */
   held = g_strstrip (tern_composer_get_text (self->composer));
   text = g_string_new (m->text);
   if (*held != '\0')
@@ -368,6 +369,29 @@ _tern_window_composer_add (TernWindow  *self,
     tern_composer_attach_bytes (self->composer, g_ptr_array_index (m->images, i), _("Image"));
 }
 
+/* The composer still holds what Edit Last put there, unchanged. */
+static gboolean
+composer_as_edit_left (TernWindow *self)
+{
+  g_autofree char *now = tern_composer_get_text (self->composer);
+
+  return self->edit_put_text != NULL && g_strcmp0 (now, self->edit_put_text) == 0
+         && tern_composer_get_n_images (self->composer) == self->edit_put_images;
+}
+
+/* The composer back to what it held before Edit Last. */
+static void
+composer_before_edit (TernWindow *self)
+{
+  g_autoptr(GPtrArray) images = tern_composer_get_images (self->composer);
+
+  tern_window_set_composer_text (self, self->edit_before_text ? self->edit_before_text : "");
+  tern_composer_clear_images (self->composer);
+  /* Its own pictures came first, the question's after them. */
+  for (guint i = 0; i < self->edit_before_images && i < images->len; i++)
+    tern_composer_attach_bytes (self->composer, g_ptr_array_index (images, i), _("Image"));
+}
+
 static void
 action_edit_last (GSimpleAction *action,
                   GVariant      *param,
@@ -376,6 +400,7 @@ action_edit_last (GSimpleAction *action,
   TernWindow *self = data;
   guint n = tern_chat_get_n_messages (self->chat);
   guint user_index = n;
+  g_autoptr(GPtrArray) earlier = NULL;
 
   (void) action;
   (void) param;
@@ -395,10 +420,24 @@ action_edit_last (GSimpleAction *action,
    * Anything else being written stays, after the question. What the
    * composer held is kept for Undo. */
   {
-    gboolean had = tern_composer_has_content (self->composer);
-    gboolean keep = self->edit_draft_kept && had;
-    g_autofree char *before = tern_composer_get_text (self->composer);
-    guint before_images = tern_composer_get_n_images (self->composer);
+    gboolean had, keep;
+    g_autofree char *before = NULL;
+    guint before_images;
+
+    /* Edit Last again (the question before), the composer as the last one
+     * left it: the turn that one took goes with this one's, for one Undo,
+     * and the composer is what it was before both. The turn was dropped,
+     * and its question, in the composer, written over. */
+    if (self->edit_taken != NULL && self->edit_chat == self->chat
+        && n == self->edit_index && composer_as_edit_left (self))
+      {
+        earlier = g_steal_pointer (&self->edit_taken);
+        composer_before_edit (self);
+      }
+    had = tern_composer_has_content (self->composer);
+    keep = self->edit_draft_kept && had;
+    before = tern_composer_get_text (self->composer);
+    before_images = tern_composer_get_n_images (self->composer);
 
     self->edit_draft_kept = FALSE;
     /* The old question and answer stay recoverable until the toast goes. */
@@ -416,6 +455,8 @@ action_edit_last (GSimpleAction *action,
       }
   }
   self->edit_taken = tern_chat_take_from (self->chat, user_index);
+  if (earlier != NULL)
+    g_ptr_array_extend_and_steal (self->edit_taken, g_steal_pointer (&earlier));
   self->edit_chat = g_object_ref (self->chat);
   self->edit_index = user_index;
   _tern_window_remove_rows_from (self, user_index);
@@ -461,21 +502,8 @@ action_undo_edit (GSimpleAction *action,
       return;
     }
   tern_chat_restore (self->chat, self->edit_taken);
-  {
-    g_autofree char *now = tern_composer_get_text (self->composer);
-
-    if (self->edit_put_text != NULL && g_strcmp0 (now, self->edit_put_text) == 0
-        && tern_composer_get_n_images (self->composer) == self->edit_put_images)
-      {
-        g_autoptr(GPtrArray) images = tern_composer_get_images (self->composer);
-
-        tern_window_set_composer_text (self, self->edit_before_text ? self->edit_before_text : "");
-        tern_composer_clear_images (self->composer);
-        /* Its own pictures came first, the question's after them. */
-        for (guint i = 0; i < self->edit_before_images && i < images->len; i++)
-          tern_composer_attach_bytes (self->composer, g_ptr_array_index (images, i), _("Image"));
-      }
-  }
+  if (composer_as_edit_left (self))
+    composer_before_edit (self);
   forget_edit (self);
   _tern_window_show_chat (self, self->chat);
   _tern_window_show_last_figures (self);

@@ -5769,6 +5769,66 @@ check_edit_last_over_draft (Fixture *f)
   tern_window_dismiss_toasts (w);
 }
 
+/* Edit Last twice (the pencil on the question before, while the first
+ * one's Undo is up): the first turn taken back was dropped, and its
+ * question, in the composer, written over by the earlier one. One Undo now
+ * puts both turns back; the composer holds the earlier question alone. */
+static void
+check_edit_last_twice (Fixture *f)
+{
+  static const char first[] = "Do terns dive for fish?";
+  static const char second[] = "How deep do they dive?";
+  TernWindow *w = f->w;
+  TernChat *chat;
+  TernMessage *m;
+  g_autofree char *second_answer = NULL;
+
+  activate (w, "new-chat", NULL);
+  set_mode (w, "chat");
+  chat = tern_window_get_chat (w);
+  m = send_and_wait (w, first);
+  CHECK (m != NULL && m->error == NULL);
+  m = send_and_wait (w, second);
+  CHECK (m != NULL && m->error == NULL);
+  second_answer = g_strdup (m ? m->text : "");
+  activate (w, "edit-last", NULL);
+  spin_for (0.3);
+  activate (w, "edit-last", NULL);
+  spin_for (0.3);
+  {
+    g_autofree char *back = composer_text (w);
+
+    CHECKF (g_str_equal (back, first) && tern_chat_get_n_messages (chat) == 0,
+            "after Edit Last twice the composer holds \"%.60s\", %u messages", back,
+            tern_chat_get_n_messages (chat));
+  }
+  for (int narrow = 0; narrow < 2; narrow++)
+    {
+      int want = narrow ? 360 : 800;
+      g_autofree char *shot = g_strdup_printf ("daily-edits-edit-last-twice-%d.png", want);
+
+      gtk_window_set_default_size (GTK_WINDOW (w), want, 760);
+      spin_for (0.5);
+      CHECK (save_screenshot (GTK_WIDGET (w), shot));
+    }
+  gtk_window_set_default_size (GTK_WINDOW (w), 1100, 760);
+  spin_for (0.3);
+  activate (w, "undo-edit", NULL);
+  spin_for (0.3);
+  {
+    g_autofree char *back = composer_text (w);
+
+    CHECKF (tern_chat_get_n_messages (chat) == 4 && back[0] == '\0',
+            "after Undo: %u messages, the composer holds \"%.60s\"",
+            tern_chat_get_n_messages (chat), back);
+    CHECK (tern_chat_get_n_messages (chat) == 4
+           && g_str_equal (tern_chat_get_message (chat, 2)->text, second)
+           && g_str_equal (tern_chat_get_message (chat, 3)->text, second_answer));
+  }
+  tern_composer_set_text (w->composer, "");
+  tern_window_dismiss_toasts (w);
+}
+
 static void
 part_edits (Fixture *f)
 {
@@ -5789,6 +5849,7 @@ part_edits (Fixture *f)
   check_typed_while_edit_sent (f, "chat", too_long);
   check_typed_while_edit_sent (f, "flash", too_long);
   check_edit_last_over_draft (f);
+  check_edit_last_twice (f);
 }
 
 /* ------------------------------------------------------------------- main */
