@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -995,6 +997,16 @@ int tn_gguf_read_float_in(const tn_gguf *g, const char *key, double lo, double h
     int rc = tn_gguf_read_float(g, key, out, err);
     if (rc != TN_OK)
         return rc;
+    /* A key written as f32 cannot hold most bounds: 0.1 is 0.10000000149
+     * there, 1e-12 is 9.99999996e-13. The nearest f32 to a bound is that
+     * bound as the file gives it, and is taken. */
+    const tn_gguf_value *v = tn_gguf_find(g, key);
+    if (v && v->type == TN_GGUF_F32) {
+        if (fabs(lo) <= FLT_MAX && (double)(float)lo < lo)
+            lo = (float)lo;
+        if (fabs(hi) <= FLT_MAX && (double)(float)hi > hi)
+            hi = (float)hi;
+    }
     if (!(*out >= lo && *out <= hi))
         return tn_fail(err, TN_ERR_FORMAT,
                        "%s: metadata key '%s' is %g; expected a number from %g to %g",

@@ -280,6 +280,25 @@ static void denormal_eps(tn_gguf_writer *w) {
     tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-44f);
 }
 
+/* The range's own ends written as f32, as converters write them: 0.1f
+ * is 0.10000000149 and 1e-12f 9.99999996e-13, each the nearest a file can
+ * hold, so the range takes them; the next f32 out is refused. */
+static void eps_at_max(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", 0.1f);
+}
+
+static void eps_at_min(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-12f);
+}
+
+static void eps_past_max(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", nextafterf(0.1f, 1.0f));
+}
+
+static void eps_past_min(tn_gguf_writer *w) {
+    tn_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", nextafterf(1e-12f, 0.0f));
+}
+
 static void huge_patch(tn_gguf_writer *w) {
     tn_gguf_writer_set_u32(w, "clip.vision.patch_size", 4096);
 }
@@ -351,6 +370,12 @@ static void hostile_projectors(const char *path, const char *dir) {
          "metadata key 'clip.vision.attention.layer_norm_epsilon' is 9.80909e-45; expected a "
          "number from 1e-12 to 0.1",
          NULL},
+        {"eps-at-max.gguf", NULL, eps_at_max, TN_OK, NULL, NULL},
+        {"eps-at-min.gguf", NULL, eps_at_min, TN_OK, NULL, NULL},
+        {"eps-past-max.gguf", NULL, eps_past_max, TN_ERR_FORMAT,
+         "metadata key 'clip.vision.attention.layer_norm_epsilon' is", NULL},
+        {"eps-past-min.gguf", NULL, eps_past_min, TN_ERR_FORMAT,
+         "metadata key 'clip.vision.attention.layer_norm_epsilon' is", NULL},
         {"no-layers.gguf", "clip.vision.block_count", NULL, TN_ERR_FORMAT,
          "missing or mistyped key 'clip.vision.block_count' (expected a whole number in [1, "
          "1024])",
