@@ -2300,7 +2300,13 @@ tern_model_store_import (TernModelStore  *self,
                    _("%s: a GGUF file but not a model: it has no general.architecture"), path);
       return NULL;
     }
-  architecture = tn_str_dup (str);
+  /* installed.json keeps it, and JSON is UTF-8: a broken file's raw byte
+   * there made the next read of the store fail, for every model. */
+  {
+    g_autofree char *raw = tn_str_dup (str);
+
+    architecture = raw != NULL ? g_utf8_make_valid (raw, -1) : NULL;
+  }
   if (name == NULL && tn_gguf_get_str (gguf, "general.name", &str) == TN_OK && str.len > 0)
     {
       g_autofree char *general_name = tn_str_dup (str);

@@ -3080,6 +3080,35 @@ test_import_latin1_name (void)
   g_assert_cmpint (tern_model_store_get_state (reread, tag, NULL), ==, TERN_MODEL_STATE_INSTALLED);
 }
 
+/* The same for a GGUF whose general.architecture is not UTF-8 (a broken
+ * or hostile file): installed.json keeps the architecture, and its raw
+ * byte made the next read of the store fail for every model. */
+static void
+test_import_latin1_architecture (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autoptr(TernModelStore) store = new_store (root);
+  g_autoptr(TernModelStore) reread = NULL;
+  g_autofree char *model = write_gguf ("latin1-arch.gguf", "llam\xe9", NULL);
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autofree char *text = NULL;
+  g_autofree char *tag = NULL;
+  g_autofree char *reread_path = NULL;
+  g_autoptr(GError) error = NULL;
+
+  tag = tern_model_store_import (store, model, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (state, &text, NULL, NULL));
+  g_assert_true (g_utf8_validate (text, -1, NULL));
+
+  reread = tern_model_store_new (root, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (reread);
+  g_assert_true (tern_model_store_is_local (reread, tag));
+  reread_path = tern_model_store_get_path (reread, tag, TERN_PACKAGE_ROLE_BASE);
+  g_assert_cmpstr (reread_path, ==, model);
+}
+
 static void
 test_state_file_errors (void)
 {
@@ -5157,6 +5186,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/check-async", test_check_async);
   g_test_add_func ("/manager/store/import", test_import);
   g_test_add_func ("/manager/store/import-latin1-name", test_import_latin1_name);
+  g_test_add_func ("/manager/store/import-latin1-architecture", test_import_latin1_architecture);
   g_test_add_func ("/manager/store/failed-save-not-kept", test_failed_save_not_kept);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
   g_test_add_func ("/manager/store/state-unknown-keys", test_state_unknown_keys);
