@@ -223,7 +223,8 @@ local_path_to_json (const char *path)
   return uri != NULL ? uri : g_utf8_make_valid (path, -1);
 }
 
-/* NULL: no path, or a file: URI that names no file. */
+/* NULL: no path, or a file: URI that names no file (parse_state keeps
+ * such a value as it is, a broken import). */
 static char *
 local_path_from_json (const char *text)
 {
@@ -406,19 +407,24 @@ parse_state (TernModelStore *self,
     {
       g_autofree char *field = g_strdup_printf ("local.%s", (const char *) l->data);
       JsonObject *lo = obj_object (locals, l->data);
+      const char *text = lo != NULL ? obj_string (lo, "path") : NULL;
       g_autofree char *path = NULL;
       StoreLocal *local;
 
-      if (lo == NULL || (path = local_path_from_json (obj_string (lo, "path"))) == NULL
-          || !g_str_has_prefix (l->data, TERN_LOCAL_PREFIX))
+      if (text == NULL || !g_str_has_prefix (l->data, TERN_LOCAL_PREFIX))
         return state_fail (self, error, field, "not an imported-model entry with a 'path'");
       local = g_new0 (StoreLocal, 1);
       local->tag = g_strdup (l->data);
-      local->path = g_steal_pointer (&path);
+      path = local_path_from_json (text);
+      /* A "file:" value that is no file: URI (hand-edited: relative, %00)
+       * is a broken import, as a plain path to nothing is, kept as written
+       * (local_path_to_json writes it back so); refused, it took every
+       * model of the store with it. */
+      local->broken = path == NULL || obj_bool (lo, "broken");
+      local->path = path != NULL ? g_steal_pointer (&path) : g_strdup (text);
       local->size = (guint64) MAX (obj_int (lo, "size", 0), 0);
       local->architecture = g_strdup (obj_string (lo, "architecture"));
       local->imported = g_strdup (obj_string (lo, "imported"));
-      local->broken = obj_bool (lo, "broken");
       g_hash_table_insert (self->locals, local->tag, local);
     }
   return TRUE;

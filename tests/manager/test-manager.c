@@ -3109,6 +3109,49 @@ test_import_latin1_architecture (void)
   g_assert_cmpstr (reread_path, ==, model);
 }
 
+/* A hand-edited path that starts with "file:" but is no file: URI (one
+ * relative, one with %00): refused, it refused the whole store, every model
+ * out of reach, where any other bad path is a broken import. Kept as
+ * written, broken, and written back as it was; the others load. */
+static void
+test_import_bad_uri (void)
+{
+  g_autofree char *root = new_store_root ();
+  g_autofree char *state = g_build_filename (root, "installed.json", NULL);
+  g_autofree char *model = write_gguf ("bad-uri-other.gguf", "llama", NULL);
+  g_autofree char *good = write_gguf ("bad-uri-good.gguf", "llama", NULL);
+  g_autofree char *good_json = g_strescape (good, NULL);
+  g_autofree char *text = g_strdup_printf (
+      "{\"schema\": 1, \"tags\": {}, \"packages\": {}, \"local\": {"
+      "\"local:rel\": {\"path\": \"file:model.gguf\", \"size\": 8}, "
+      "\"local:nul\": {\"path\": \"file:///m/a%%00b.gguf\", \"size\": 8}, "
+      "\"local:good\": {\"path\": \"%s\", \"size\": 8}}}",
+      good_json);
+  g_autofree char *written = NULL;
+  g_autofree char *tag = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TernModelStore) store = NULL;
+
+  g_assert_cmpint (g_mkdir_with_parents (root, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (state, text, -1, NULL));
+  store = tern_model_store_new (root, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (store);
+  g_assert_cmpint (tern_model_store_get_state (store, "local:good", NULL), ==, TERN_MODEL_STATE_INSTALLED);
+  g_assert_cmpint (tern_model_store_get_state (store, "local:rel", NULL), ==, TERN_MODEL_STATE_BROKEN);
+  g_assert_cmpint (tern_model_store_get_state (store, "local:nul", NULL), ==, TERN_MODEL_STATE_BROKEN);
+  path = tern_model_store_get_path (store, "local:good", TERN_PACKAGE_ROLE_BASE);
+  g_assert_cmpstr (path, ==, good);
+
+  /* Written again (an import): the hand-edited values as they were. */
+  tag = tern_model_store_import (store, model, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (state, &written, NULL, NULL));
+  g_assert_nonnull (strstr (written, "\"file:model.gguf\""));
+  g_assert_nonnull (strstr (written, "\"file:///m/a%00b.gguf\""));
+}
+
 static void
 test_state_file_errors (void)
 {
@@ -5186,6 +5229,7 @@ main (int    argc,
   g_test_add_func ("/manager/store/check-async", test_check_async);
   g_test_add_func ("/manager/store/import", test_import);
   g_test_add_func ("/manager/store/import-latin1-name", test_import_latin1_name);
+  g_test_add_func ("/manager/store/import-bad-uri", test_import_bad_uri);
   g_test_add_func ("/manager/store/import-latin1-architecture", test_import_latin1_architecture);
   g_test_add_func ("/manager/store/failed-save-not-kept", test_failed_save_not_kept);
   g_test_add_func ("/manager/store/state-errors", test_state_file_errors);
