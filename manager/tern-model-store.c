@@ -223,7 +223,7 @@ local_path_to_json (const char *path)
   return uri != NULL ? uri : g_utf8_make_valid (path, -1);
 }
 
-/* NULL: no path, or a file: URI that names no file (parse_state keeps
+/* NULL: no path, or a file: URI that names no file of this machine (parse_state keeps
  * such a value as it is, a broken import). */
 static char *
 local_path_from_json (const char *text)
@@ -231,7 +231,16 @@ local_path_from_json (const char *text)
   if (text == NULL)
     return NULL;
   if (g_str_has_prefix (text, "file:"))
-    return g_filename_from_uri (text, NULL, NULL);
+    {
+      g_autofree char *host = NULL;
+      g_autofree char *path = g_filename_from_uri (text, &host, NULL);
+
+      /* g_filename_from_uri gives the path of another machine's file as
+       * well: the file of that name here is another one. */
+      if (host != NULL && g_ascii_strcasecmp (host, "localhost") != 0)
+        return NULL;
+      return g_steal_pointer (&path);
+    }
   return g_strdup (text);
 }
 

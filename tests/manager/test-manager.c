@@ -3109,8 +3109,8 @@ test_import_latin1_architecture (void)
   g_assert_cmpstr (reread_path, ==, model);
 }
 
-/* A hand-edited path that starts with "file:" but is no file: URI (one
- * relative, one with %00): refused, it refused the whole store, every model
+/* A hand-edited path that starts with "file:" but is no file: URI of
+ * this machine (one relative, one with %00, one on another host): refused, it refused the whole store, every model
  * out of reach, where any other bad path is a broken import. Kept as
  * written, broken, and written back as it was; the others load. */
 static void
@@ -3125,6 +3125,7 @@ test_import_bad_uri (void)
       "{\"schema\": 1, \"tags\": {}, \"packages\": {}, \"local\": {"
       "\"local:rel\": {\"path\": \"file:model.gguf\", \"size\": 8}, "
       "\"local:nul\": {\"path\": \"file:///m/a%%00b.gguf\", \"size\": 8}, "
+      "\"local:host\": {\"path\": \"file://elsewhere/m/a.gguf\", \"size\": 8}, "
       "\"local:good\": {\"path\": \"%s\", \"size\": 8}}}",
       good_json);
   g_autofree char *written = NULL;
@@ -3141,6 +3142,8 @@ test_import_bad_uri (void)
   g_assert_cmpint (tern_model_store_get_state (store, "local:good", NULL), ==, TERN_MODEL_STATE_INSTALLED);
   g_assert_cmpint (tern_model_store_get_state (store, "local:rel", NULL), ==, TERN_MODEL_STATE_BROKEN);
   g_assert_cmpint (tern_model_store_get_state (store, "local:nul", NULL), ==, TERN_MODEL_STATE_BROKEN);
+  /* Another machine's file is not the one of the same name here. */
+  g_assert_cmpint (tern_model_store_get_state (store, "local:host", NULL), ==, TERN_MODEL_STATE_BROKEN);
   path = tern_model_store_get_path (store, "local:good", TERN_PACKAGE_ROLE_BASE);
   g_assert_cmpstr (path, ==, good);
 
@@ -3150,6 +3153,7 @@ test_import_bad_uri (void)
   g_assert_true (g_file_get_contents (state, &written, NULL, NULL));
   g_assert_nonnull (strstr (written, "\"file:model.gguf\""));
   g_assert_nonnull (strstr (written, "\"file:///m/a%00b.gguf\""));
+  g_assert_nonnull (strstr (written, "\"file://elsewhere/m/a.gguf\""));
 }
 
 static void
