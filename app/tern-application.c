@@ -152,7 +152,16 @@ tern_last_model_get (GSettings *settings)
   if (last == NULL || *last == '\0')
     return NULL;
   if (g_str_has_prefix (last, "file:"))
-    return g_filename_from_uri (last, NULL, NULL);
+    {
+      g_autofree char *host = NULL;
+      g_autofree char *path = g_filename_from_uri (last, &host, NULL);
+
+      /* file://elsewhere/m.gguf names another machine's file: the local
+       * /m.gguf would be a different model (docs/APP.md). */
+      if (host != NULL && g_ascii_strcasecmp (host, "localhost") != 0)
+        return NULL;
+      return g_steal_pointer (&path);
+    }
   return g_steal_pointer (&last);
 }
 

@@ -186,6 +186,27 @@ main (int   argc,
     CHECKF (*left == '\0', "last-model is still \"%s\"", left);
   }
 
+  /* A file: URI naming another host (hand-edited, or synced from another
+   * machine) is not the local file of that name. */
+  CHECK (g_file_set_contents (latin, bytes, (gssize) n_bytes, NULL));
+  {
+    g_autofree char *uri = g_filename_to_uri (latin, NULL, NULL);
+    g_autofree char *elsewhere = g_strconcat ("file://elsewhere", uri + strlen ("file://"), NULL);
+
+    g_settings_set_string (settings, "last-model", elsewhere);
+  }
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+  g_application_activate (G_APPLICATION (app));
+  spin_for (0.5);
+  w = TERN_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
+  CHECK (w != NULL);
+  if (w == NULL)
+    goto out;
+  CHECK (wait_for (w, not_loading, 120));
+  CHECKF (tern_window_get_model_path (w) == NULL, "a file: URI of another host opened %s",
+          tern_window_get_model_path (w));
+
 out:
   return app_test_end (w, tmp, "test-app-last-model");
 }
