@@ -57,12 +57,9 @@ int tn_draft_key_float(const tn_draft_base *b, const char *suffix, double def, d
     char key[128];
     snprintf(key, sizeof key, "%s.%s", b->arch, suffix);
     double v;
-    int rc = tn_gguf_get_float(b->gguf, key, &v);
-    if (rc == TN_ERR_NOT_FOUND)
-        v = def;
-    else if (rc != TN_OK || !(v >= lo && v <= hi))
-        return tn_fail(err, TN_ERR_FORMAT, "%s: metadata key '%s' is not a number in [%g, %g]",
-                       b->path, key, lo, hi);
+    int rc = tn_gguf_read_float_or(b->gguf, key, def, lo, hi, &v, err);
+    if (rc != TN_OK && rc != TN_ERR_NOT_FOUND)
+        return rc;
     *out = (float)v;
     return TN_OK;
 }

@@ -568,12 +568,15 @@ static int load(void *arg) {
      * reads them (the converter stores the checkpoint's input_embedding_scale
      * and output_multiplier under these names). */
     float emb_scale = 0;
-    if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, 1e-12, 0.5, &df->eps)) ||
-        (rc = key_float(l, "rope.freq_base", 10000.0, 1.0001, 1e12, &df->rope_base)) ||
-        (rc = key_float(l, "final_logit_softcapping", 0.0, 0.0, 1e6, &df->softcap)) ||
-        (rc = key_float(l, "embedding_scale", 0.0, 0.0, 1e6, &emb_scale)) ||
-        (rc = key_float(l, "logit_scale", 0.0, 0.0, 1e6, &df->logit_scale)) ||
-        (rc = key_float(l, "attention.scale", 0.0, 0.0, 1e6, &df->kq_scale)))
+    if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, TN_EPS_MIN, TN_EPS_MAX,
+                        &df->eps)) ||
+        (rc = key_float(l, "rope.freq_base", 10000.0, TN_ROPE_BASE_MIN, TN_ROPE_BASE_MAX,
+                        &df->rope_base)) ||
+        (rc = key_float(l, "final_logit_softcapping", 0.0, TN_SOFTCAP_MIN, TN_SOFTCAP_MAX,
+                        &df->softcap)) ||
+        (rc = key_float(l, "embedding_scale", 0.0, TN_SCALE_MIN, TN_SCALE_MAX, &emb_scale)) ||
+        (rc = key_float(l, "logit_scale", 0.0, TN_SCALE_MIN, TN_SCALE_MAX, &df->logit_scale)) ||
+        (rc = key_float(l, "attention.scale", 0.0, TN_SCALE_MIN, TN_SCALE_MAX, &df->kq_scale)))
         return rc;
     df->in_scale = emb_scale > 0 ? emb_scale : 1.0f;
     if (df->logit_scale == 0)

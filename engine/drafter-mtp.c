@@ -405,9 +405,12 @@ static int load(void *arg) {
     if (D_full % 2 || D_swa % 2 || n_rot % 2 || n_rot_swa % 2)
         return tn_fail(l->err, TN_ERR_FORMAT, "%s: head and rope sizes must be even", path);
     float rope_base, rope_base_swa;
-    if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, 1e-12, 0.5, &a->eps)) ||
-        (rc = key_float(l, "rope.freq_base", 10000.0, 1.0001, 1e12, &rope_base)) ||
-        (rc = key_float(l, "rope.freq_base_swa", 10000.0, 1.0001, 1e12, &rope_base_swa)))
+    if ((rc = key_float(l, "attention.layer_norm_rms_epsilon", 1e-6, TN_EPS_MIN, TN_EPS_MAX,
+                        &a->eps)) ||
+        (rc = key_float(l, "rope.freq_base", 10000.0, TN_ROPE_BASE_MIN, TN_ROPE_BASE_MAX,
+                        &rope_base)) ||
+        (rc = key_float(l, "rope.freq_base_swa", 10000.0, TN_ROPE_BASE_MIN, TN_ROPE_BASE_MAX,
+                        &rope_base_swa)))
         return rc;
     tn_str scaling = {0};
     if (tn_gguf_get_str(a->b.gguf, ARCH ".rope.scaling.type", &scaling) == TN_OK &&

@@ -992,25 +992,42 @@ int tn_gguf_read_float(const tn_gguf *g, const char *key, double *out, tn_error 
     return rc == TN_ERR_FORMAT ? wrong_type(g, key, WANT_FLOAT, err) : rc;
 }
 
-int tn_gguf_read_float_in(const tn_gguf *g, const char *key, double lo, double hi, double *out,
+static int float_in_range(const tn_gguf *g, const char *key, double v, double lo, double hi,
                           tn_error *err) {
-    int rc = tn_gguf_read_float(g, key, out, err);
-    if (rc != TN_OK)
-        return rc;
     /* A key written as f32 cannot hold most bounds: 0.1 is 0.10000000149
      * there, 1e-12 is 9.99999996e-13. The nearest f32 to a bound is that
      * bound as the file gives it, and is taken. */
-    const tn_gguf_value *v = tn_gguf_find(g, key);
-    if (v && v->type == TN_GGUF_F32) {
+    const tn_gguf_value *val = tn_gguf_find(g, key);
+    if (val && val->type == TN_GGUF_F32) {
         if (fabs(lo) <= FLT_MAX && (double)(float)lo < lo)
             lo = (float)lo;
         if (fabs(hi) <= FLT_MAX && (double)(float)hi > hi)
             hi = (float)hi;
     }
-    if (!(*out >= lo && *out <= hi))
+    if (!(v >= lo && v <= hi))
         return tn_fail(err, TN_ERR_FORMAT,
                        "%s: metadata key '%s' is %g; expected a number from %g to %g",
-                       tn_gguf_path(g) ? tn_gguf_path(g) : "model", key, *out, lo, hi);
+                       tn_gguf_path(g) ? tn_gguf_path(g) : "model", key, v, lo, hi);
+    return TN_OK;
+}
+
+int tn_gguf_read_float_in(const tn_gguf *g, const char *key, double lo, double hi, double *out,
+                          tn_error *err) {
+    int rc = tn_gguf_read_float(g, key, out, err);
+    return rc != TN_OK ? rc : float_in_range(g, key, *out, lo, hi, err);
+}
+
+int tn_gguf_read_float_or(const tn_gguf *g, const char *key, double def, double lo, double hi,
+                          double *out, tn_error *err) {
+    double v;
+    int rc = tn_gguf_read_float(g, key, &v, err);
+    if (rc == TN_ERR_NOT_FOUND || (rc == TN_OK && v == def)) {
+        *out = def;
+        return rc;
+    }
+    if (rc != TN_OK || (rc = float_in_range(g, key, v, lo, hi, err)) != TN_OK)
+        return rc;
+    *out = v;
     return TN_OK;
 }
 

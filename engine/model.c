@@ -132,23 +132,18 @@ static int key_int_layers(loader *ld, const char *suffix, bool required, int64_t
     return TN_OK;
 }
 
-static int key_float(loader *ld, const char *suffix, bool required, double def, double *out) {
+/* Every float a model's numbers hang on goes through the one range check
+ * (tn-internal.h: the ranges and what real models give): a denormal epsilon
+ * or softcap is positive and finite, yet turns a norm or the logits into
+ * nothing. */
+static int key_float(loader *ld, const char *suffix, bool required, double def, double lo,
+                     double hi, double *out) {
     char key[256];
     snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
-    int rc = tn_gguf_read_float(ld->g, key, out, ld->err);
-    if (rc == TN_ERR_NOT_FOUND) {
-        if (required)
-            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", ld->path,
-                           key);
-        *out = def;
-        return TN_OK;
-    }
-    if (rc != TN_OK)
-        return rc;
-    if (!isfinite(*out))
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is not finite", ld->path,
-                       key);
-    return TN_OK;
+    int rc = tn_gguf_read_float_or(ld->g, key, def, lo, hi, out, ld->err);
+    if (rc == TN_ERR_NOT_FOUND && required)
+        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: metadata key '%s' is missing", ld->path, key);
+    return rc == TN_ERR_NOT_FOUND ? TN_OK : rc;
 }
 
 static const char *type_label(uint32_t type, char *buf, size_t n) {
@@ -626,17 +621,13 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
                        hp->n_rot);
 
     double d;
-    if ((rc = key_float(ld, "attention.layer_norm_rms_epsilon", true, 0, &d)))
+    if ((rc = key_float(ld, "attention.layer_norm_rms_epsilon", true, TN_EPS_MIN, TN_EPS_MIN,
+                        TN_EPS_MAX, &d)))
         return rc;
-    if (!(d > 0 && d < 1))
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: RMSNorm epsilon %g is out of range", ld->path,
-                       d);
     hp->norm_eps = (float)d;
-    if ((rc = key_float(ld, "rope.freq_base", false, 10000.0, &d)))
+    if ((rc = key_float(ld, "rope.freq_base", false, 10000.0, TN_ROPE_BASE_MIN, TN_ROPE_BASE_MAX,
+                        &d)))
         return rc;
-    if (!(d > 1))
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope frequency base %g is out of range",
-                       ld->path, d);
     hp->rope_base = (float)d;
 
     /* Rope scaling: linear is a divisor of the position; YaRN (gpt-oss
@@ -658,18 +649,17 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
                            "%s: rope scaling '%.*s' is not supported (only linear; YaRN for "
                            "gpt-oss)",
                            ld->path, (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
-        if ((rc = key_float(ld, "rope.scaling.factor", false, 1.0, &factor)))
+        if ((rc = key_float(ld, "rope.scaling.factor", false, 1.0, TN_ROPE_FACTOR_MIN,
+                            TN_ROPE_FACTOR_MAX, &factor)))
             return rc;
         if (yarn && (rc = key_int(ld, "rope.scaling.original_context_length", false,
                                   hp->n_ctx_train, 1, INT32_MAX, &hp->yarn_orig_ctx)))
             return rc;
     } else {
-        if ((rc = key_float(ld, "rope.scale_linear", false, 1.0, &factor)))
+        if ((rc = key_float(ld, "rope.scale_linear", false, 1.0, TN_ROPE_FACTOR_MIN,
+                            TN_ROPE_FACTOR_MAX, &factor)))
             return rc;
     }
-    if (!(factor > 0 && factor < 1e6))
-        return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope scaling factor %g is out of range",
-                       ld->path, factor);
     hp->rope_scale = (float)(1.0 / factor);
     if (hp->yarn_orig_ctx > 0) {
         /* llama.cpp's context set-up (llama-context.cpp: get_mscale(factor,
@@ -677,11 +667,9 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
          * ggml's rope (x 1 + 0.1 ln(1 / freq_scale)), in the same float
          * operations: about 1 + 0.1 ln factor in all. */
         double attn;
-        if ((rc = key_float(ld, "rope.scaling.attn_factor", false, 1.0, &attn)))
+        if ((rc = key_float(ld, "rope.scaling.attn_factor", false, 1.0, TN_ROPE_ATTN_MIN,
+                            TN_ROPE_ATTN_MAX, &attn)))
             return rc;
-        if (!(attn > 0 && attn < 1e3))
-            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope attention factor %g is out of range",
-                           ld->path, attn);
         const float fs = hp->rope_scale, f = 1.0f / fs;
         float a = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
         a *= 1.0f / (1.0f + 0.1f * logf(f));
@@ -714,11 +702,9 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         hp->gelu = true;
         hp->embd_scale = sqrtf((float)hp->n_embd);
         hp->attn_scale = 1.0f;
-        if ((rc = key_float(ld, "rope.freq_base_swa", false, 10000.0, &d)))
+        if ((rc = key_float(ld, "rope.freq_base_swa", false, 10000.0, TN_ROPE_BASE_MIN,
+                            TN_ROPE_BASE_MAX, &d)))
             return rc;
-        if (!(d > 1))
-            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope frequency base %g is out of range",
-                           ld->path, d);
         hp->rope_base_swa = (float)d;
         hp->rope_scale_swa = 1.0f;
         if ((rc = key_int(ld, "attention.sliding_window", true, 0, 0, INT32_MAX,
@@ -737,11 +723,9 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
          * scaling (rope.freq_base_swa, when given, for the sliding ones),
          * the sliding window on the layers load_swa_pattern says. */
         hp->oai = true;
-        if ((rc = key_float(ld, "rope.freq_base_swa", false, hp->rope_base, &d)))
+        if ((rc = key_float(ld, "rope.freq_base_swa", false, hp->rope_base, TN_ROPE_BASE_MIN,
+                            TN_ROPE_BASE_MAX, &d)))
             return rc;
-        if (!(d > 1))
-            return tn_fail(ld->err, TN_ERR_FORMAT, "%s: rope frequency base %g is out of range",
-                           ld->path, d);
         hp->rope_base_swa = (float)d;
         if ((rc = key_int(ld, "attention.sliding_window", true, 0, 1, INT32_MAX,
                           &hp->sliding_window)))
@@ -765,9 +749,11 @@ static int load_hparams(loader *ld, tn_hparams *hp) {
         break;
     }
     double cap;
-    if ((rc = key_float(ld, "final_logit_softcapping", false, 0.0, &cap)))
+    /* 0 (or absent): none; a negative one was once taken for none too. */
+    if ((rc = key_float(ld, "final_logit_softcapping", false, 0.0, TN_SOFTCAP_MIN, TN_SOFTCAP_MAX,
+                        &cap)))
         return rc;
-    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
+    hp->final_softcap = (float)cap;
     return TN_OK;
 }
 

@@ -36,7 +36,8 @@ void tn_draft_close(tn_draft_base *b);
  * not required. */
 int tn_draft_key_int(const tn_draft_base *b, const char *suffix, bool required, int64_t def,
                      int64_t lo, int64_t hi, int32_t *out, tn_error *err);
-/* The number "<arch>.<suffix>" in [lo, hi], def when it is missing. */
+/* The number "<arch>.<suffix>" in [lo, hi] through the engine's one range
+ * check (tn_gguf_read_float_or): def when it is missing or written as def. */
 int tn_draft_key_float(const tn_draft_base *b, const char *suffix, double def, double lo, double hi,
                        float *out, tn_error *err);
 /* A required matrix of rows x cols (tn_gguf_get_weight: shape, type, NaN/Inf). */

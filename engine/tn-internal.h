@@ -169,11 +169,35 @@ int tn_gguf_read_str(const tn_gguf *g, const char *key, tn_str *out, tn_error *e
  * The one check for the hyperparameters a model's numbers hang on (norm
  * epsilons, rope bases and factors, softcaps): a denormal epsilon is
  * positive, yet adds nothing. */
-/* The norm epsilons a model may give (published: 1e-6 to 1e-5). */
+/* The ranges every published model lies well inside (docs/MODEL.md lists
+ * the values real models give). Norm epsilons: 1e-6 to 1e-5. */
 #define TN_EPS_MIN 1e-12
 #define TN_EPS_MAX 0.1
+/* Rope frequency bases: 10,000 (Llama 2, Gemma's sliding layers) to 1e6
+ * (Qwen3, Gemma 4) and a few billion (context-extended Llama 3 fine-tunes). */
+#define TN_ROPE_BASE_MIN 100.0
+#define TN_ROPE_BASE_MAX 1e12
+/* Rope scaling factors (linear or YaRN): 2 to 64 (gpt-oss: 32). */
+#define TN_ROPE_FACTOR_MIN 0.01
+#define TN_ROPE_FACTOR_MAX 1000.0
+/* YaRN's attention factor: 1, or about 1 + 0.1 ln factor. */
+#define TN_ROPE_ATTN_MIN 0.01
+#define TN_ROPE_ATTN_MAX 100.0
+/* Logit softcaps (0: none): Gemma's 30 (final) and 50 (attention). */
+#define TN_SOFTCAP_MIN 1.0
+#define TN_SOFTCAP_MAX 1000.0
+/* Multipliers of embeddings, logits and attention scores (0: none):
+ * sqrt(width) up to about 128, Granite-style 1/128 to 12. */
+#define TN_SCALE_MIN 1e-4
+#define TN_SCALE_MAX 1e4
 int tn_gguf_read_float_in(const tn_gguf *g, const char *key, double lo, double hi, double *out,
                           tn_error *err);
+/* An optional key through the same check: absent, it gives def and
+ * TN_ERR_NOT_FOUND (the caller decides whether it was required); written as
+ * def itself it is taken too, so that a file may spell out a default that
+ * lies outside [lo, hi] (0 for "no softcap"). */
+int tn_gguf_read_float_or(const tn_gguf *g, const char *key, double def, double lo, double hi,
+                          double *out, tn_error *err);
 
 /* Overflow-checked arithmetic: return false on overflow. */
 static inline bool tn_add_u64(uint64_t a, uint64_t b, uint64_t *out) {

@@ -10,10 +10,15 @@
  *
  * Damage the loader once named as something else is named as what it is:
  * a metadata key of the wrong type (not "missing", not "per-layer"), and an
- * embedding cut short (not the intact output head that disagrees with it). */
+ * embedding cut short (not the intact output head that disagrees with it).
+ *
+ * Every float hyperparameter (norm epsilon, rope bases, factors, softcap)
+ * goes through one range check: denormal, NaN, infinite, negative or huge,
+ * it is refused with the key, its value and the range. */
 #include "tn-test.h"
 #include "tn-model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +223,71 @@ static void misnamed_faults(const char *dir) {
     remove(clean);
 }
 
+/* One float key set to one value, with the string keys that make the
+ * loader read it (rope scaling's type). */
+typedef struct float_edit {
+    const char *key, *also_key, *also_str;
+    float value;
+} float_edit;
+
+static bool set_float_key(tn_gguf_writer *w, void *user) {
+    const float_edit *e = user;
+    if (e->also_key && tn_gguf_writer_set_str(w, e->also_key, e->also_str) != TN_OK)
+        return false;
+    return tn_gguf_writer_set_f32(w, e->key, e->value) == TN_OK;
+}
+
+static void float_refused(const char *clean, const char *bad, float_edit e) {
+    static const float values[] = {1e-44f, NAN, INFINITY, -1.0f, 1e30f};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        e.value = values[i];
+        const tn_test_gguf_edits edits = {.after_kv = set_float_key, .user = &e};
+        CHECKF(tn_test_clone_gguf_edited(clean, bad, &edits), "rewrite %s", e.key);
+        char says[256];
+        snprintf(says, sizeof says, "metadata key '%s' is %g; expected a number from ", e.key,
+                 (double)e.value);
+        tn_model *m = NULL;
+        tn_error err;
+        int rc = tn_model_load(bad, tn_model_default_params(), &m, &err);
+        CHECKF(rc == TN_ERR_FORMAT && !m && strstr(err.message, says),
+               "%s = %g: rc %d: %s", e.key, (double)e.value, rc, rc ? err.message : "loaded");
+        tn_model_free(m);
+        remove(bad);
+    }
+}
+
+static void float_hyperparameters(const char *dir) {
+    static const struct {
+        const char *arch;
+        float_edit edits[4];
+    } cases[] = {
+        {"llama",
+         {{"llama.attention.layer_norm_rms_epsilon", NULL, NULL, 0},
+          {"llama.rope.freq_base", NULL, NULL, 0},
+          {"llama.rope.scale_linear", NULL, NULL, 0},
+          {"llama.final_logit_softcapping", NULL, NULL, 0}}},
+        {"llama", {{"llama.rope.scaling.factor", "llama.rope.scaling.type", "linear", 0}}},
+        {"gemma4", {{"gemma4.rope.freq_base_swa", NULL, NULL, 0}}},
+        {"gpt-oss",
+         {{"gpt-oss.rope.scaling.factor", NULL, NULL, 0},
+          {"gpt-oss.rope.scaling.attn_factor", NULL, NULL, 0},
+          {"gpt-oss.rope.freq_base_swa", NULL, NULL, 0}}},
+    };
+    char clean[512], bad[512];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(clean, sizeof clean, "%s/floats-%s.gguf", dir, cases[c].arch);
+        snprintf(bad, sizeof bad, "%s/floats-%s-bad.gguf", dir, cases[c].arch);
+        tn_mkmodel_params p = tn_test_tiny_model(cases[c].arch, 9);
+        tn_error err;
+        CHECKF(tn_mkmodel(&p, clean, &err) == TN_OK, "mkmodel %s: %s", cases[c].arch,
+               err.message);
+        expect_load(clean, true, "", clean);
+        for (size_t k = 0; k < 4 && cases[c].edits[k].key; k++)
+            float_refused(clean, bad, cases[c].edits[k]);
+        remove(clean);
+    }
+}
+
 int main(void) {
     const char *dir = tn_test_tmpdir();
     char clean[512], bad[512];
@@ -282,5 +352,6 @@ int main(void) {
     }
     cache_hit_skips_the_pass(dir);
     misnamed_faults(dir);
+    float_hyperparameters(dir);
     return tn_test_finish("bad-weights");
 }

@@ -1542,6 +1542,22 @@ static void refused(const tn_model *m, const char *src, const edit *e, int rc_wa
     refused_by(tn_drafter_new_dflash, m, src, e, rc_want, word);
 }
 
+/* Every float a drafter reads goes through the engine's one range check:
+ * denormal, NaN, infinite, negative or huge, the key is refused with its
+ * value and the range. */
+static void floats_refused(drafter_ctor make, const tn_model *m, const char *src,
+                           const char *const *keys, size_t n_keys) {
+    static const float values[] = {1e-44f, NAN, INFINITY, -1.0f, 1e30f};
+    for (size_t k = 0; k < n_keys; k++)
+        for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+            edit e = {.key = keys[k], .val = {.type = TN_GGUF_F32, .v.f64 = values[i]}};
+            char says[256];
+            snprintf(says, sizeof says, "metadata key '%s' is %g; expected a number from ",
+                     keys[k], (double)values[i]);
+            refused_by(make, m, src, &e, TN_ERR_FORMAT, says);
+        }
+}
+
 /* The whole file at path (*size bytes), or NULL. */
 static char *read_all(const char *path, long *size) {
     FILE *f = fopen(path, "rb");
@@ -1767,6 +1783,11 @@ static void dflash_layout_suite(void) {
                       .val = {.type = TN_GGUF_ARRAY,
                               .v.arr = {.type = TN_GGUF_U32, .n = 4, .data = (const uint8_t *)sect}}};
         refused(m, path, &mrope, TN_ERR_UNSUPPORTED, "dimension_sections");
+        static const char *const floats[] = {
+            "dflash.attention.layer_norm_rms_epsilon", "dflash.rope.freq_base",
+            "dflash.final_logit_softcapping",          "dflash.embedding_scale",
+            "dflash.logit_scale",                      "dflash.attention.scale"};
+        floats_refused(tn_drafter_new_dflash, m, path, floats, sizeof floats / sizeof floats[0]);
         const float w1[64 * 8] = {0};
         edit dspark = {.tensor = "markov_w1.weight", .type = TN_TYPE_F32, .n_dims = 2,
                        .ne = {8, 64}, .data = w1, .nbytes = sizeof w1};
@@ -1945,6 +1966,10 @@ static void mtp_suite(void) {
     edit arch = {.key = "general.architecture",
                  .val = {.type = TN_GGUF_STRING, .v.str = {"gemma4", 6}}};
     refused_by(tn_drafter_new_mtp, m, path, &arch, TN_ERR_UNSUPPORTED, "not a Gemma 4 assistant");
+    static const char *const floats[] = {"gemma4-assistant.attention.layer_norm_rms_epsilon",
+                                         "gemma4-assistant.rope.freq_base",
+                                         "gemma4-assistant.rope.freq_base_swa"};
+    floats_refused(tn_drafter_new_mtp, m, path, floats, sizeof floats / sizeof floats[0]);
     edit out48 = {.key = "gemma4-assistant.embedding_length_out",
                   .val = {.type = TN_GGUF_U32, .v.i64 = 48}};
     refused_by(tn_drafter_new_mtp, m, path, &out48, TN_ERR_INVALID, "48 wide");
