@@ -31,6 +31,10 @@ typedef enum {
 #define HUB_DEBOUNCE_MS 300
 /* Shorter text matches too much of the Hub to be a search. */
 #define HUB_MIN_CHARS 2
+/* Narrower than this, a row's buttons go under its words: beside them, a
+ * German "Herunterladen" left a 360 px window's title, description and
+ * size half the row, some 250 px tall a row (docs/APP.md, "Models"). */
+#define NARROW_ROW_WIDTH 500
 
 struct _TernModelManager {
   GtkBox          parent_instance;
@@ -92,6 +96,11 @@ struct _TernModelManager {
   char           *hub_query;       /* searched, or being searched */
   HubState        hub_state;
   guint           hub_generation;  /* answers of older searches are dropped */
+  /* The rows' buttons are under their words (NARROW_ROW_WIDTH); moved
+   * after an allocation, from an idle (narrow_idle), never during one. */
+  gboolean        narrow;
+  guint           narrow_idle;
+  GtkWidget      *width_probe;
 };
 
 /* One quantization of a repository found: a row inside its repository's. */
@@ -537,6 +546,42 @@ add_description_label (GtkWidget  *row,
   return label;
 }
 
+/* A row's buttons beside its words (a suffix, or an expander's action),
+ * or under them in the box of its title and subtitle, its words then the
+ * row's whole width. Only ever moved from an idle (apply_narrow): the
+ * panel's width, which decides, is the window's, not the rows'. */
+static void
+row_place_buttons (GtkWidget *row,
+                   GtkWidget *buttons,
+                   gboolean   narrow)
+{
+  GtkWidget *subtitle = find_subtitle_label (row);
+  GtkWidget *words = subtitle != NULL ? gtk_widget_get_parent (subtitle) : NULL;
+  GtkWidget *parent = gtk_widget_get_parent (buttons);
+
+  if (!GTK_IS_BOX (words) || (parent == words) == narrow)
+    return;
+  g_object_ref (buttons);
+  if (parent == words)
+    gtk_box_remove (GTK_BOX (words), buttons);
+  else if (parent != NULL && ADW_IS_EXPANDER_ROW (row))
+    adw_expander_row_remove (ADW_EXPANDER_ROW (row), buttons);
+  else if (parent != NULL)
+    adw_action_row_remove (ADW_ACTION_ROW (row), buttons);
+  gtk_widget_set_halign (buttons, narrow ? GTK_ALIGN_START : GTK_ALIGN_FILL);
+  gtk_widget_set_margin_top (buttons, narrow ? 6 : 0);
+  if (narrow)
+    gtk_box_append (GTK_BOX (words), buttons);
+  else if (ADW_IS_EXPANDER_ROW (row))
+    adw_expander_row_add_action (ADW_EXPANDER_ROW (row), buttons);
+  else
+    adw_action_row_add_suffix (ADW_ACTION_ROW (row), buttons);
+  g_object_unref (buttons);
+  /* The words' height for their new width: without it the row kept its
+   * old height until the next change of width. */
+  gtk_widget_queue_resize (words);
+}
+
 /* parent: the model whose flash variant this row is (NULL: a model);
  * with_variant: the model has one, so its row is an expander. */
 static Row *
@@ -598,6 +643,7 @@ add_row (TernModelManager     *self,
     adw_expander_row_add_action (ADW_EXPANDER_ROW (row->row), GTK_WIDGET (box));
   else
     adw_action_row_add_suffix (ADW_ACTION_ROW (row->row), GTK_WIDGET (box));
+  row_place_buttons (row->row, GTK_WIDGET (box), self->narrow);
   add_failure_label (row, box);
   if (parent != NULL)
     {
@@ -796,9 +842,11 @@ update_row (Row *row)
   /* Two buttons side by side (Remove and Use, Resume and Remove) left a
    * 360 px window's row some 70 px for its words in German, eleven lines
    * with words cut in two; stacked, they take the wider one's width. A row
-   * has three lines of words or more, about the height of two buttons. */
+   * has three lines of words or more, about the height of two buttons.
+   * Under the words (a narrow panel), they have the row's width: in a line. */
   gtk_orientable_set_orientation (GTK_ORIENTABLE (gtk_widget_get_parent (GTK_WIDGET (row->remove))),
-                                  gtk_widget_get_visible (GTK_WIDGET (row->download))
+                                  !self->narrow
+                                  && gtk_widget_get_visible (GTK_WIDGET (row->download))
                                   + gtk_widget_get_visible (GTK_WIDGET (row->remove))
                                   + gtk_widget_get_visible (GTK_WIDGET (row->use)) > 1
                                   ? GTK_ORIENTATION_VERTICAL : GTK_ORIENTATION_HORIZONTAL);
@@ -1749,6 +1797,7 @@ hub_add_quant_row (HubResult    *r,
   qr->download = hub_row_button (box, _("_Download"), NULL, G_CALLBACK (on_hub_download_clicked), qr);
   qr->use = hub_row_button (box, _("_Use"), _("Load this model"), G_CALLBACK (on_hub_use_clicked), qr);
   adw_action_row_add_suffix (ADW_ACTION_ROW (qr->row), GTK_WIDGET (box));
+  row_place_buttons (qr->row, GTK_WIDGET (box), self->narrow);
   adw_expander_row_add_row (ADW_EXPANDER_ROW (r->row), qr->row);
   g_ptr_array_add (r->children, qr->row);
   g_ptr_array_add (r->quant_rows, qr);
@@ -2553,6 +2602,9 @@ tern_model_manager_dispose (GObject *object)
   g_cancellable_cancel (self->cancellable);
   g_clear_handle_id (&self->hub_timeout, g_source_remove);
   g_clear_handle_id (&self->check_tick, g_source_remove);
+  g_clear_handle_id (&self->narrow_idle, g_source_remove);
+  if (self->width_probe != NULL)
+    g_signal_handlers_disconnect_by_data (self->width_probe, self);
   g_cancellable_cancel (self->hub_cancellable);
   /* Answers still on their way find nothing to fill in. */
   self->hub_generation++;
@@ -2639,6 +2691,58 @@ tern_model_manager_set_property (GObject      *object,
     }
 }
 
+static gboolean
+apply_narrow (gpointer data)
+{
+  TernModelManager *self = data;
+  GHashTableIter iter;
+  gpointer value;
+
+  self->narrow_idle = 0;
+  self->narrow = gtk_widget_get_width (self->width_probe) < NARROW_ROW_WIDTH;
+  g_hash_table_iter_init (&iter, self->rows);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      Row *row = value;
+
+      row_place_buttons (row->row, gtk_widget_get_parent (GTK_WIDGET (row->remove)), self->narrow);
+      update_row (row);
+    }
+  for (guint i = 0; self->hub_results != NULL && i < self->hub_results->len; i++)
+    {
+      HubResult *r = g_ptr_array_index (self->hub_results, i);
+
+      for (guint j = 0; j < r->quant_rows->len; j++)
+        {
+          HubQuantRow *qr = g_ptr_array_index (r->quant_rows, j);
+
+          row_place_buttons (qr->row, gtk_widget_get_parent (GTK_WIDGET (qr->download)), self->narrow);
+        }
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* The rows' layout follows the panel's width (GTK 4.8 and libadwaita 1.2
+ * have no breakpoints; a GtkBox's size_allocate is its layout manager's,
+ * not a vfunc to override): a drawing area of no height, the panel's
+ * last child, tells each width it is given. Moving buttons while
+ * allocating would ask for a new allocation inside this one, so an idle
+ * moves them. Rows with their buttons under their words are narrower,
+ * never wider: the width that decided stays. */
+static void
+on_width_probe_resize (GtkDrawingArea *probe,
+                       int             width,
+                       int             height,
+                       gpointer        data)
+{
+  TernModelManager *self = data;
+
+  (void) probe;
+  (void) height;
+  if ((width < NARROW_ROW_WIDTH) != self->narrow && self->narrow_idle == 0)
+    self->narrow_idle = g_idle_add_full (G_PRIORITY_HIGH_IDLE, apply_narrow, self, NULL);
+}
+
 static void
 tern_model_manager_class_init (TernModelManagerClass *klass)
 {
@@ -2695,6 +2799,11 @@ tern_model_manager_init (TernModelManager *self)
   GtkDropTarget *drop;
 
   gtk_widget_init_template (GTK_WIDGET (self));
+  /* No picture for a screen reader and nothing to click: only a width. */
+  self->width_probe = g_object_new (GTK_TYPE_DRAWING_AREA, "accessible-role", GTK_ACCESSIBLE_ROLE_PRESENTATION,
+                                    "hexpand", TRUE, "can-target", FALSE, NULL);
+  g_signal_connect (self->width_probe, "resize", G_CALLBACK (on_width_probe_resize), self);
+  gtk_box_append (GTK_BOX (self), self->width_probe);
   self->rows = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) row_free);
   self->groups = g_ptr_array_new ();
   self->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
