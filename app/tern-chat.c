@@ -748,7 +748,8 @@ tern_message_format_stats (const TernMessage *m)
   if (!m->has_stats || (m->error != NULL && st->generated_tokens == 0))
     return g_strdup ("");
   s = g_string_new (NULL);
-  g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens",
+  /* "%'d": the locale's grouping, "16.384" in German (tern-size.h). */
+  g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, "%'d token", "%'d tokens",
                                           st->generated_tokens),
                           st->generated_tokens);
   if (st->decode_tok_s > 0)
@@ -759,14 +760,18 @@ tern_message_format_stats (const TernMessage *m)
     g_string_append_printf (s, _(" · first token %.0f ms"), st->ttft_ms);
   if (st->prompt_tokens > 0)
     /* Translators: tokens of the request prefilled, and how long it took */
-    g_string_append_printf (s, _(" · prompt %d tokens in %.0f ms"), st->prompt_tokens,
-                            st->prefill_ms);
+    g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, " · prompt %'d token in %.0f ms",
+                                            " · prompt %'d tokens in %.0f ms", st->prompt_tokens),
+                            st->prompt_tokens, st->prefill_ms);
   if (st->restored_tokens > 0)
-    g_string_append_printf (s, _(" · %d reused"), st->restored_tokens);
+    /* Translators: tokens of the prompt taken from the cache, not prefilled again */
+    g_string_append_printf (s, _(" · %'d reused"), st->restored_tokens);
   if (st->drafted > 0)
     /* Translators: speculative decoding: of the tokens guessed ahead, how many
-     * the model kept */
-    g_string_append_printf (s, _(" · %d of %d guessed tokens kept"), st->accepted, st->drafted);
+     * the model kept (the plural follows the tokens guessed) */
+    g_string_append_printf (s, g_dngettext (GETTEXT_PACKAGE, " · %'d of %'d guessed token kept",
+                                            " · %'d of %'d guessed tokens kept", st->drafted),
+                            st->accepted, st->drafted);
   if (st->drafted > 0 && st->verify_steps > 0)
     /* Translators: speculative decoding: guessed tokens kept per check, on average */
     g_string_append_printf (s, _(" · %.1f kept per check"),

@@ -738,13 +738,14 @@ fit_sentence (TernModelManager *self,
       break;
     }
   if (n_ctx > 0)
-    /* Translators: "about 1.2 GB with a 16384-token context; 6.1 GB free" */
-    detail = g_strdup_printf (_("about %s with a %d-token context; %s free"), need_text, n_ctx, free_text);
+    /* Translators: "about 1.2 GB with a 16,384-token context; 6.1 GB free";
+     * %'d groups the digits as the locale does ("16.384" in German) */
+    detail = g_strdup_printf (_("about %s with a %'d-token context; %s free"), need_text, n_ctx, free_text);
   else
     /* Translators: an imported model, whose context memory is not known: "at least 1.2 GB; 6.1 GB free" */
     detail = g_strdup_printf (_("at least %s; %s free"), need_text, free_text);
   /* Translators: the verdict and its figures, "Fits in memory (about
-   * 1.2 GB with a 16384-token context; 6.1 GB free)" (Chinese takes
+   * 1.2 GB with a 16,384-token context; 6.1 GB free)" (Chinese takes
    * full-width parentheses) */
   return g_strdup_printf (_("%s (%s)"), verdict, detail);
 }

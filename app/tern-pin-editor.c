@@ -125,7 +125,7 @@ tern_pin_editor_set_token_count (TernPinEditor *self,
       gtk_label_set_text (self->token_label, "");
       return;
     }
-  text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens", n_tokens),
+  text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%'d token", "%'d tokens", n_tokens),
                           n_tokens);
   gtk_label_set_text (self->token_label, text);
 }

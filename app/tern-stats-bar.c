@@ -163,7 +163,7 @@ figures_fit (TernStatsBar *self,
 static char *
 token_count (int n)
 {
-  return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens", n), n);
+  return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%'d token", "%'d tokens", n), n);
 }
 
 gboolean

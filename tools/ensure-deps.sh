@@ -16,6 +16,8 @@ app=(libgtk-4-dev libadwaita-1-dev libjson-glib-dev libcmark-gfm-dev libcmark-gf
      # API keys of remote servers in the system keyring (manager/tern-keyring.c)
      libsecret-1-dev
      gettext desktop-file-utils appstream xvfb xauth
+     # localedef's sources: app-walk-numbers-* make de_DE, es_ES, fr_FR
+     locales
      # image prompts (imageio/): WebP decoding, and zlib for tests/imageio
      webp-pixbuf-loader zlib1g-dev
      # tests/install: the installed app gets its own D-Bus session

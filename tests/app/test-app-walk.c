@@ -21,6 +21,10 @@
  *                the user's language (session 50)
  *   freed        (second argument: de, es, fr) "Removed X (0 bytes freed)"
  *                agrees with any size (session 50)
+ *   numbers      (second argument: de, es, fr) counts of tokens in the
+ *                locale's grouping ("16.384" in German) and their plurals,
+ *                under a locale generated with localedef into LOCPATH
+ *                (session 51)
  *   tour         (second argument: es, zh_CN) the daily flow at 360 and
  *                990 px, its screens and texts saved; Chinese punctuation,
  *                Spanish words, the drafter menu's one word for drafters,
@@ -31,6 +35,7 @@
  */
 #include "config.h"
 
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -844,11 +849,118 @@ part_tour (Fixture *f)
     }
 }
 
+/* A locale of the language, its digits grouped: a fresh Debian has only
+ * C.UTF-8, so localedef (libc-bin) makes it from the locales package's
+ * sources into a folder of ours, and LOCPATH points there before the first
+ * setlocale. FALSE: it could not be made (the reason printed). */
+static gboolean
+make_locale (const char *lang_env,
+             char      **dir)
+{
+  g_autofree char *source = g_strndup (lang_env, strcspn (lang_env, "."));
+  g_autofree char *out = NULL;
+  g_autofree char *err = NULL;
+  g_autoptr(GError) error = NULL;
+  int status = 0;
+
+  *dir = g_dir_make_tmp ("tern-locale-XXXXXX", &error);
+  if (*dir == NULL)
+    {
+      fprintf (stderr, "no folder for the locale: %s\n", error->message);
+      return FALSE;
+    }
+  out = g_build_filename (*dir, lang_env, NULL);
+  {
+    const char *argv[] = { "localedef", "-i", source, "-f", "UTF-8", out, NULL };
+
+    if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, &err, &status, &error)
+        || !g_spawn_check_wait_status (status, error == NULL ? &error : NULL))
+      {
+        fprintf (stderr, "localedef -i %s (Debian: libc-bin and locales): %s %s\n", source,
+                 error != NULL ? error->message : "", err != NULL ? err : "");
+        return FALSE;
+      }
+  }
+  g_setenv ("LOCPATH", *dir, TRUE);
+  return TRUE;
+}
+
+/* Counts of tokens in the user's grouping: the Models panel said "mit
+ * einem Kontext von 16384 Token" and a reply's figures "Eingabe 16384
+ * Token" with German numbers set; and " · prompt %d tokens" had no
+ * singular ("indicación de 1 tokens"). */
+static void
+part_numbers (Fixture *f)
+{
+  static const struct {
+    const char *lang;
+    const char *many;  /* 16384 tokens prompted in 250 ms */
+    const char *one;   /* 1 token */
+    const char *context;  /* the Models panel's words before the context's size */
+  } want[] = {
+    { "de", " · Eingabe 16.384 Token in 250 ms", " · Eingabe 1 Token in 250 ms", "Kontext von " },
+    { "es", " · indicación de 16.384 tokens en 250 ms", " · indicación de 1 token en 250 ms", "contexto de " },
+    { "fr", " · invite de 16\xe2\x80\xaf" "384 jetons en 250 ms", " · invite de 1 jeton en 250 ms", "contexte de " },
+  };
+  TernMessage m = { .role = (char *) "assistant", .text = (char *) "", .has_stats = TRUE };
+
+  (void) f;
+  fprintf (stderr, "LC_NUMERIC: %s\n", setlocale (LC_NUMERIC, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      g_autofree char *many = NULL;
+      g_autofree char *one = NULL;
+
+      if (!g_str_equal (want[i].lang, lang))
+        continue;
+      m.stats.generated_tokens = 20000;
+      m.stats.prompt_tokens = 16384;
+      m.stats.prefill_ms = 250;
+      many = tern_message_format_stats (&m);
+      CHECKF (strstr (many, want[i].many) != NULL, "16384 tokens: \"%s\", not \"%s\"", many, want[i].many);
+      m.stats.prompt_tokens = 1;
+      one = tern_message_format_stats (&m);
+      CHECKF (strstr (one, want[i].one) != NULL, "1 token: \"%s\", not \"%s\"", one, want[i].one);
+      fprintf (stderr, "%s\n%s\n", many, one);
+#ifdef TERN_HAVE_MANAGER
+      /* The shipped catalog's rows: each says what context the app would
+       * give its model, in its grouping (whatever the memory here allows:
+       * no four digits in a row). */
+      {
+        GtkWidget *window = gtk_window_new ();
+        GtkWidget *label;
+        const char *text, *at;
+        int digits = 0, longest = 0;
+
+        g_unsetenv ("TERN_CATALOG");
+        gtk_window_set_default_size (GTK_WINDOW (window), 720, 900);
+        gtk_window_set_child (GTK_WINDOW (window), tern_model_manager_new (NULL, NULL, NULL));
+        gtk_window_present (GTK_WINDOW (window));
+        spin_for (1.0);
+        label = find_label_with (window, want[i].context);
+        text = label != NULL ? gtk_label_get_text (GTK_LABEL (label)) : NULL;
+        CHECKF (text != NULL, "no row says \"%s\"", want[i].context);
+        at = text != NULL ? strstr (text, want[i].context) + strlen (want[i].context) : NULL;
+        for (; at != NULL && *at != '\0' && *at != ';'; at++)
+          {
+            digits = g_ascii_isdigit (*at) ? digits + 1 : 0;
+            longest = MAX (longest, digits);
+          }
+        fprintf (stderr, "the Models panel: %s\n", text != NULL ? text : "(none)");
+        CHECKF (text != NULL && longest > 0 && longest <= 3, "the context's size is not grouped: %s", text);
+        gtk_window_destroy (GTK_WINDOW (window));
+        spin_for (0.2);
+      }
+#endif
+    }
+}
+
 int
 main (int   argc,
       char *argv[])
 {
   Fixture f = { 0 };
+  g_autofree char *locale_dir = NULL;
   const char *part = argc > 1 ? argv[1] : "";
   g_autofree char *name = g_strdup_printf ("test-app-walk-%s", part);
 
@@ -867,6 +979,11 @@ main (int   argc,
       g_unsetenv ("LC_MESSAGES");
       g_setenv ("LANG", lang_env, TRUE);
       g_setenv ("LANGUAGE", lang, TRUE);
+      if (g_str_equal (part, "numbers") && !make_locale (lang_env, &locale_dir))
+        {
+          fprintf (stderr, "failed: no %s locale to test with\n", lang_env);
+          return 1;
+        }
     }
   if ((f.tmp = app_test_start (name)) == NULL)
     return 1;
@@ -900,6 +1017,8 @@ main (int   argc,
     part_subtitle (&f);
   else if (g_str_equal (part, "tour"))
     part_tour (&f);
+  else if (g_str_equal (part, "numbers"))
+    part_numbers (&f);
 #ifdef TERN_HAVE_MANAGER
   else if (g_str_equal (part, "freed"))
     part_freed (&f);
@@ -912,5 +1031,7 @@ main (int   argc,
   g_clear_object (&f.app);
   app_test_remove (f.tmp);
   g_free (f.tmp);
+  if (locale_dir != NULL)
+    app_test_remove (locale_dir);
   return tn_test_finish (name);
 }
