@@ -21,6 +21,8 @@
  *                the user's language (session 50)
  *   freed        (second argument: de, es, fr) "Removed X (0 bytes freed)"
  *                agrees with any size (session 50)
+ *   menu-narrow  (second argument optional: de, es, fr, zh_CN) the main
+ *                menu, drafters offered, fits a 360 px window (session 51)
  *   numbers      (second argument: de, es, fr) counts of tokens in the
  *                locale's grouping ("16.384" in German) and their plurals,
  *                under a locale generated with localedef into LOCPATH
@@ -849,6 +851,55 @@ part_tour (Fixture *f)
     }
 }
 
+static gboolean
+is_main_menu_button (GtkWidget    *widget,
+                     gconstpointer data)
+{
+  return GTK_IS_MENU_BUTTON (widget) && g_strcmp0 (gtk_widget_get_tooltip_text (widget), data) == 0;
+}
+
+/* The main menu at 360 px, a model loaded (its drafters in the menu): the
+ * Spanish one needed some 454 px ("Generador de borradores: búsqueda en
+ * la indicación"), wider than the window. walk-menu-narrow-LANG.png. */
+static void
+part_menu_narrow (Fixture *f)
+{
+  g_autofree char *name = g_strdup_printf ("walk-menu-narrow-%s.png", lang);
+  g_autofree char *path = g_build_filename (out_dir, name, NULL);
+  TernWindow *w = open_with_model (f, 360);
+  GtkWidget *button, *popover, *box;
+  int min = 0, width;
+
+  if (w == NULL)
+    return;
+  spin_for (0.5);
+  width = gtk_widget_get_width (GTK_WIDGET (w));
+  button = find_widget_where (GTK_WIDGET (w), is_main_menu_button, _("Main Menu"));
+  CHECKF (button != NULL, "%s: no main menu button", lang);
+  if (button == NULL)
+    return;
+  gtk_menu_button_popup (GTK_MENU_BUTTON (button));
+  spin_for (0.8);
+  popover = GTK_WIDGET (gtk_menu_button_get_popover (GTK_MENU_BUTTON (button)));
+  CHECKF (popover != NULL && gtk_widget_get_mapped (popover), "%s: the main menu is not shown", lang);
+  if (popover == NULL)
+    return;
+  /* The menu's box as drawn: the popover's surface has its shadow and
+   * arrow around it (24 px each side). */
+  box = gtk_widget_get_parent (gtk_popover_get_child (GTK_POPOVER (popover)));
+  gtk_widget_measure (box, GTK_ORIENTATION_HORIZONTAL, -1, &min, NULL, NULL, NULL);
+  fprintf (stderr, "%s: the window %d px, the main menu %d px (needs %d; its surface %d)\n", lang, width,
+           gtk_widget_get_width (box), min, gtk_widget_get_width (popover));
+  CHECKF (width <= 360, "%s: the window is %d px wide", lang, width);
+  CHECKF (min <= width && gtk_widget_get_width (box) <= width,
+          "%s: the main menu needs %d px (is %d) in a %d px window", lang, min, gtk_widget_get_width (box), width);
+  CHECK (app_test_save_screenshot (popover, path));
+  gtk_menu_button_popdown (GTK_MENU_BUTTON (button));
+  spin_for (0.2);
+  gtk_window_destroy (GTK_WINDOW (w));
+  spin_for (0.2);
+}
+
 /* A locale of the language, its digits grouped: a fresh Debian has only
  * C.UTF-8, so localedef (libc-bin) makes it from the locales package's
  * sources into a folder of ours, and LOCPATH points there before the first
@@ -1019,6 +1070,8 @@ main (int   argc,
     part_tour (&f);
   else if (g_str_equal (part, "numbers"))
     part_numbers (&f);
+  else if (g_str_equal (part, "menu-narrow"))
+    part_menu_narrow (&f);
 #ifdef TERN_HAVE_MANAGER
   else if (g_str_equal (part, "freed"))
     part_freed (&f);
