@@ -377,7 +377,9 @@ toasts_saying (TernWindow *w,
 static const char *
 word_after_number (const char *format)
 {
-  const char *d = strstr (format, "%d");
+  /* "%'d": a count in the locale's grouping (docs/APP.md, "Counts"). */
+  const char *g = strstr (format, "%'d");
+  const char *d = g != NULL ? g + 1 : strstr (format, "%d");
 
   return d != NULL ? d + 2 + (d[2] == ' ') : format;
 }
@@ -413,7 +415,7 @@ part_cut_off (Fixture *f)
 {
   g_autofree char *name = g_strdup_printf ("walk-cut-off-%s.png", lang);
   g_autofree char *path = g_build_filename (out_dir, name, NULL);
-  const char *word = word_after_number (_(" · %d reused"));
+  const char *word = word_after_number (_(" · %'d reused"));
   g_autoptr(GString) text = g_string_new (NULL);
   g_autofree char *figures = NULL;
   TernWindow *w;
