@@ -629,12 +629,12 @@ tern_stats_bar_set_context (TernStatsBar *self,
     /* Translators: the context gauge's tooltip when the chat needs more
      * than the context holds: tokens needed, context size, the memory its
      * KV cache takes */
-    tip = g_strdup_printf (_("Context: the chat does not fit. It needs at least %d tokens and the context holds %d. The KV cache of this context takes %s. Edit the last message, or raise the context size in Preferences."),
+    tip = g_strdup_printf (_("Context: the chat does not fit. It needs at least %'d tokens and the context holds %'d. The KV cache of this context takes %s. Edit the last message, or raise the context size in Preferences."),
                            used, n_ctx, kv);
   else
     /* Translators: the context gauge's tooltip: tokens used, context size, the
-     * memory its KV cache takes */
-    tip = g_strdup_printf (_("Context: %d of %d tokens in use (%.0f %%). The KV cache of this context takes %s. When it is full, Chat leaves out the oldest turns; the context size is set in Preferences."),
+     * memory its KV cache takes; %'d groups the digits as the locale does */
+    tip = g_strdup_printf (_("Context: %'d of %'d tokens in use (%.0f %%). The KV cache of this context takes %s. When it is full, Chat leaves out the oldest turns; the context size is set in Preferences."),
                            used, n_ctx, 100.0 * fraction, kv);
   if (over)
     {

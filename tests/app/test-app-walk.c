@@ -950,10 +950,14 @@ part_numbers (Fixture *f)
     const char *many;  /* 16384 tokens prompted in 250 ms */
     const char *one;   /* 1 token */
     const char *context;  /* the Models panel's words before the context's size */
+    const char *gauge;    /* the context gauge's tooltip: 1200 of 16384 in use */
   } want[] = {
-    { "de", " · Eingabe 16.384 Token in 250 ms", " · Eingabe 1 Token in 250 ms", "Kontext von " },
-    { "es", " · indicación de 16.384 tokens en 250 ms", " · indicación de 1 token en 250 ms", "contexto de " },
-    { "fr", " · invite de 16\xe2\x80\xaf" "384 jetons en 250 ms", " · invite de 1 jeton en 250 ms", "contexte de " },
+    { "de", " · Eingabe 16.384 Token in 250 ms", " · Eingabe 1 Token in 250 ms", "Kontext von ",
+      "Kontext: 1.200 von 16.384 Token belegt" },
+    { "es", " · indicación de 16.384 tokens en 250 ms", " · indicación de 1 token en 250 ms", "contexto de ",
+      "Contexto: 1.200 de 16.384 tokens en uso" },
+    { "fr", " · invite de 16\xe2\x80\xaf" "384 jetons en 250 ms", " · invite de 1 jeton en 250 ms", "contexte de ",
+      "Contexte : 1\xe2\x80\xaf" "200 jetons sur 16\xe2\x80\xaf" "384 utilisés" },
   };
   TernMessage m = { .role = (char *) "assistant", .text = (char *) "", .has_stats = TRUE };
 
@@ -975,6 +979,16 @@ part_numbers (Fixture *f)
       one = tern_message_format_stats (&m);
       CHECKF (strstr (one, want[i].one) != NULL, "1 token: \"%s\", not \"%s\"", one, want[i].one);
       fprintf (stderr, "%s\n%s\n", many, one);
+      {
+        TernStatsBar *bar = g_object_ref_sink (g_object_new (TERN_TYPE_STATS_BAR, NULL));
+        const char *tip;
+
+        tern_stats_bar_set_context (bar, 1200, 16384, 1 << 30);
+        tip = tern_stats_bar_get_context_text (bar);
+        CHECKF (tip != NULL && strstr (tip, want[i].gauge) != NULL, "the context's tooltip: \"%s\", not \"%s\"",
+                tip != NULL ? tip : "(none)", want[i].gauge);
+        g_object_unref (bar);
+      }
 #ifdef TERN_HAVE_MANAGER
       /* The shipped catalog's rows: each says what context the app would
        * give its model, in its grouping (whatever the memory here allows:
