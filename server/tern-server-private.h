@@ -154,6 +154,13 @@ typedef struct job {
     double encode_ms;
     int images_reused;       /* taken from the encoding cache */
     const char *error_code;  /* parsing: the OpenAI error code of a refusal, or NULL */
+    /* The body, from the server's context to a parse-pool thread, which
+     * reads it into the job (parse_body) and lets it go; a refusal is
+     * answered back on the context: its status (0: none), param and text. */
+    GBytes *body;
+    int refusal;
+    char *refusal_param;
+    char *refusal_why;
 
     /* Tool definitions (request "tools"), strings owned; gen.tools points here. */
     tn_chat_tool *tools;
@@ -259,6 +266,7 @@ struct tern_server {
     /* Images: decoded by this pool (inside tern_server_run), encoded on the
      * worker with cfg.n_threads threads. */
     GThreadPool *decode_pool;
+    GThreadPool *parse_pool; /* bodies read into jobs off the context (parse_body) */
 #ifdef TERN_HAVE_IMAGEIO
     /* Encodings kept for reuse (see IMAGE_CACHE_SIZE): looked up by the
      * decode threads, filled by the worker (it locks itself). */

@@ -23,6 +23,10 @@
 /* Threads decoding images (PNG inflate, JPEG): off the HTTP context, and
  * off the engine worker so that a big image does not hold up the queue. */
 #define DECODE_THREADS 2
+/* Request bodies read (checked, parsed) at once, off the server's context:
+ * two keep one 8 MB body from holding up every other request's, and the
+ * bodies they hold are already bounded by the connections' cap. */
+#define PARSE_THREADS 2
 /* Encoded images kept for reuse: a client sends a conversation's image again
  * with every turn, and encoding one costs far more than answering (seconds
  * to minutes on a CPU, docs/VISION.md), so the last few are kept. Gemma 3 4B:
@@ -73,6 +77,10 @@ static void job_unref(job *j) {
             free((void *)j->embd[i].embd);
     }
     tern_request_clear(j);
+    if (j->body)
+        g_bytes_unref(j->body);
+    g_free(j->refusal_param);
+    g_free(j->refusal_why);
     g_free(j->embd);
     g_clear_error(&j->image_error);
     g_mutex_clear(&j->lock);
@@ -1983,44 +1991,55 @@ static void request_body_keep(SoupServerMessage *msg, goffset expect) {
                            (GDestroyNotify)request_body_free);
 }
 
-static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind kind) {
-    request_body *rb = g_object_get_data(G_OBJECT(msg), REQUEST_BODY_KEY);
-    if (!rb || !rb->data || rb->seen > srv->cfg.body_max) {
-        /* not reached: on_got_chunk answers 413 as the body passes the limit */
-        respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
-                      "the request body is over the limit of %zu bytes", srv->cfg.body_max);
-        return;
-    }
-    /* NUL-terminated, as libsoup's flattened body was */
-    g_byte_array_append(rb->data, (const guint8 *)"", 1);
-    GBytes *bytes = g_byte_array_free_to_bytes(g_steal_pointer(&rb->data));
+/* A refusal found while reading the body (parse-pool thread): answered
+ * back on the server's context (body_parsed). */
+static void refuse_parse(job *j, int status, const char *param, const char *code,
+                         const char *fmt, ...) G_GNUC_PRINTF(5, 6);
+static void refuse_parse(job *j, int status, const char *param, const char *code,
+                         const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    j->refusal_why = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    j->refusal = status;
+    j->refusal_param = g_strdup(param);
+    j->error_code = code;
+}
+
+/* The body read into the job: checked (tern_request_scan_body, the
+ * strict JSON check), parsed and its members taken (tern_request_parse_*),
+ * or refused (j->refusal). Parse-pool thread: all of it grows with the
+ * body (8 MB of JSON is seconds under ASan), and on the server's context
+ * it held up every other connection, /health's included. It touches the
+ * job, and of the server only what does not change while it runs (its
+ * model, config, id). */
+static void parse_request(job *j) {
+    tern_server *srv = j->server;
     gsize len = 0;
-    const char *data = g_bytes_get_data(bytes, &len);
-    len--;
+    const char *data = g_bytes_get_data(j->body, &len);
+    len--; /* the NUL handle_generate added */
     tern_body_scan sc;
     tern_request_scan_body(data ? data : "", len, &sc);
     if (sc.problem) {
         const char *param = sc.member[0] ? sc.member : NULL;
         if (!strcmp(sc.problem, "depth"))
-            respond_error(srv, msg, 400, "invalid_request_error", param, "invalid_json",
-                          "%s%sthe request body is nested deeper than %d levels",
-                          param ? param : "", param ? ": " : "", MAX_JSON_DEPTH);
+            refuse_parse(j, 400, param, "invalid_json",
+                         "%s%sthe request body is nested deeper than %d levels",
+                         param ? param : "", param ? ": " : "", MAX_JSON_DEPTH);
         else if (!strcmp(sc.problem, "values"))
-            respond_error(srv, msg, 400, "invalid_request_error", param, "invalid_json",
-                          "%s%sthe request body holds more than %d JSON values (objects, "
-                          "arrays, strings, numbers); no request needs that many",
-                          param ? param : "", param ? ": " : "", MAX_JSON_VALUES);
+            refuse_parse(j, 400, param, "invalid_json",
+                         "%s%sthe request body holds more than %d JSON values (objects, "
+                         "arrays, strings, numbers); no request needs that many",
+                         param ? param : "", param ? ": " : "", MAX_JSON_VALUES);
         else if (!strcmp(sc.problem, "nul"))
-            respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
-                          "%s%sa string holds a NUL character (\\u0000), which the model's "
-                          "text cannot: remove it",
-                          param ? param : "", param ? ": " : "");
+            refuse_parse(j, 400, param, NULL,
+                         "%s%sa string holds a NUL character (\\u0000), which the model's "
+                         "text cannot: remove it",
+                         param ? param : "", param ? ": " : "");
         else
-            respond_error(srv, msg, 400, "invalid_request_error", param, NULL,
-                          "%s%sa whole number outside -2^63 .. 2^63-1 (a signed 64-bit integer)",
-                          param ? param : "",
-                          param ? ": " : "");
-        g_bytes_unref(bytes);
+            refuse_parse(j, 400, param, NULL,
+                         "%s%sa whole number outside -2^63 .. 2^63-1 (a signed 64-bit integer)",
+                         param ? param : "", param ? ": " : "");
         return;
     }
     /* Strict JSON: json-glib takes C's escapes ("\\666", "\\x41": bytes
@@ -2033,78 +2052,56 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
     tn_error check = {0};
     if (tn_json_check(data ? data : "", len, "request body", MAX_JSON_DEPTH, 0, &check) !=
         TN_OK) {
-        respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json", "%s",
-                      check.message);
-        g_bytes_unref(bytes);
+        refuse_parse(j, 400, NULL, "invalid_json", "%s", check.message);
         return;
     }
+    if (job_abandoned(j)) /* the client left during the check: not parsed for nobody */
+        return;
     JsonParser *parser = json_parser_new();
     GError *e = NULL;
     if (!json_parser_load_from_data(parser, data ? data : "", (gssize)len, &e) ||
         !json_parser_get_root(parser) || !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
-        respond_error(srv, msg, 400, "invalid_request_error", NULL, "invalid_json",
-                      "the request body is not a JSON object%s%s", e ? ": " : "",
-                      e ? e->message : "");
+        refuse_parse(j, 400, NULL, "invalid_json", "the request body is not a JSON object%s%s",
+                     e ? ": " : "", e ? e->message : "");
         g_clear_error(&e);
         g_object_unref(parser);
-        g_bytes_unref(bytes);
         return;
     }
     /* The text of "tools", for its schemas' own bytes (schema_text), and
      * of a json_schema response_format's schema: the engine compiles the
      * client's text, which json-glib would hand back with a repeated key
      * gone (the engine refuses one) and its numbers respelled. */
-    g_autofree char *raw_tools = NULL;
-    g_autofree char *raw_schema = NULL;
     {
         size_t at = 0, ts = 0, te = 0, rs = 0, re = 0;
         while (at < len && g_ascii_isspace(data[at]))
             at++;
         if (tern_json_raw_member(data, len, at, "tools", &ts, &te))
-            raw_tools = g_strndup(data + ts, te - ts);
+            j->raw_tools = g_strndup(data + ts, te - ts);
         if (tern_json_raw_member(data, len, at, "response_format", &rs, &re) &&
             tern_json_raw_member(data, len, rs, "json_schema", &rs, &re) &&
             tern_json_raw_member(data, len, rs, "schema", &rs, &re))
-            raw_schema = g_strndup(data + rs, re - rs);
+            j->raw_schema = g_strndup(data + rs, re - rs);
     }
-    g_bytes_unref(bytes);
+    g_clear_pointer(&j->body, g_bytes_unref);
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
 
     JsonNode *model_node = json_object_get_member(o, "model");
     if (model_node && !JSON_NODE_HOLDS_NULL(model_node) &&
         (!JSON_NODE_HOLDS_VALUE(model_node) ||
          json_node_get_value_type(model_node) != G_TYPE_STRING)) {
-        respond_error(srv, msg, 400, "invalid_request_error", "model", NULL,
-                      "model must be a string");
+        refuse_parse(j, 400, "model", NULL, "model must be a string");
         g_object_unref(parser);
         return;
     }
     const char *model = json_object_get_string_member_with_default(o, "model", NULL);
     if (model && strcmp(model, srv->model_id)) {
-        respond_error(srv, msg, 404, "invalid_request_error", "model", "model_not_found",
-                      "the model '%s' does not exist; this server serves '%s'", model,
-                      srv->model_id);
+        refuse_parse(j, 404, "model", "model_not_found",
+                     "the model '%s' does not exist; this server serves '%s'", model,
+                     srv->model_id);
         g_object_unref(parser);
         return;
     }
 
-    job *j = g_new0(job, 1);
-    j->refs = 1;
-    j->server = srv;
-    g_atomic_int_inc(&srv->jobs_alive);
-    j->kind = kind;
-    g_mutex_init(&j->lock);
-    j->pending = g_string_new(NULL);
-    j->full = g_string_new(NULL);
-    j->logprobs = -1;
-    tern_reasoning_init(&j->reasoning);
-    j->split_reasoning = kind == JOB_CHAT;
-    j->raw_tools = g_steal_pointer(&raw_tools);
-    j->raw_schema = g_steal_pointer(&raw_schema);
-    j->chat_kind = tn_model_chat_kind(srv->model, NULL);
-    j->created = g_get_real_time() / G_USEC_PER_SEC;
-    g_snprintf(j->id, sizeof j->id, "%s-%s%" G_GUINT64_FORMAT,
-               kind == JOB_CHAT ? "chatcmpl" : "cmpl", srv->id_base, ++srv->next_id);
     const char *bad = NULL;
     j->stream = tern_request_member_bool(o, "stream", false, &bad);
     char *why = bad ? g_strdup_printf("%s must be true or false", bad) : NULL;
@@ -2127,38 +2124,110 @@ static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind k
         why = g_strdup("stream_options is only allowed when stream is true");
     }
     const char *param = bad;
-    bool ok = !bad && (kind == JOB_CHAT ? tern_request_parse_chat(o, j, &param, &why)
-                                        : tern_request_parse_completion(o, j, &param, &why));
-    g_object_unref(parser);
+    bool ok = !bad && (j->kind == JOB_CHAT ? tern_request_parse_chat(o, j, &param, &why)
+                                           : tern_request_parse_completion(o, j, &param, &why));
     if (!ok) {
-        respond_error(srv, msg, 400, "invalid_request_error", param, j->error_code, "%s", why);
+        j->refusal = 400;
+        j->refusal_param = g_strdup(param);
+        j->refusal_why = why;
+    } else {
         g_free(why);
-        job_unref(j);
-        return;
     }
-    if (refused_busy(srv, msg)) { /* it filled while the body came */
-        job_unref(j);
-        return;
+    g_object_unref(parser);
+}
+
+/* Parse-pool thread: the job's body read (parse_request), then back to
+ * the server's context (body_parsed). Takes the pusher's reference. */
+static gboolean body_parsed(gpointer data);
+static void parse_body(gpointer data, gpointer pool_data) {
+    job *j = data;
+    (void)pool_data;
+    /* Not for a client that left while it waited for a thread (an attacker
+     * sends and closes), nor at a stop: body_parsed answers neither. */
+    if (!job_abandoned(j))
+        parse_request(j);
+    g_clear_pointer(&j->body, g_bytes_unref);
+    schedule(j, body_parsed);
+    job_unref(j);
+}
+
+/* Back on the server's context with the body read into the job: refused,
+ * or queued (for the worker, or first the decode pool with images). */
+static gboolean body_parsed(gpointer data) {
+    job *j = data;
+    tern_server *srv = j->server;
+    if (!g_atomic_int_get(&j->gone) && j->msg && client_closed(srv, j->msg))
+        on_msg_finished(j->msg, j);
+    if (g_atomic_int_get(&j->gone)) {
+        /* Not counted in pending yet: drop_abandoned's answer, and the count. */
+        srv->pending++;
+        drop_abandoned(j);
+        return G_SOURCE_REMOVE;
+    }
+    if (j->refusal) {
+        respond_error(srv, j->msg, j->refusal, "invalid_request_error", j->refusal_param,
+                      j->error_code, "%s", j->refusal_why);
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
+    }
+    if (refused_busy(srv, j->msg)) { /* it filled while the body came, or the server stops */
+        soup_server_message_unpause(j->msg);
+        return G_SOURCE_REMOVE;
     }
     if (j->logprobs >= 0) {
         j->lp_held = g_array_new(FALSE, FALSE, sizeof(job_logprob));
         j->lp_ready = g_array_new(FALSE, FALSE, sizeof(job_logprob));
         j->lp_out = g_array_new(FALSE, FALSE, sizeof(job_logprob));
     }
+    srv->pending++;
+#ifdef TERN_HAVE_IMAGEIO
+    if (j->n_images > 0) {
+        /* The pool takes this reference; images_decoded queues the job. */
+        g_thread_pool_push(srv->decode_pool, job_ref(j), NULL);
+        return G_SOURCE_REMOVE;
+    }
+#endif
+    enqueue(job_ref(j));
+    return G_SOURCE_REMOVE;
+}
+
+/* A generation request whose whole body is in: its body goes to the parse
+ * pool (parse_body), the message paused until body_parsed answers or
+ * queues it, so that the context goes on with the other connections. */
+static void handle_generate(tern_server *srv, SoupServerMessage *msg, job_kind kind) {
+    request_body *rb = g_object_get_data(G_OBJECT(msg), REQUEST_BODY_KEY);
+    if (!rb || !rb->data || rb->seen > srv->cfg.body_max) {
+        /* not reached: on_got_chunk answers 413 as the body passes the limit */
+        respond_error(srv, msg, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body is over the limit of %zu bytes", srv->cfg.body_max);
+        return;
+    }
+    /* NUL-terminated, as libsoup's flattened body was */
+    g_byte_array_append(rb->data, (const guint8 *)"", 1);
+
+    job *j = g_new0(job, 1);
+    j->refs = 1;
+    j->server = srv;
+    g_atomic_int_inc(&srv->jobs_alive);
+    j->kind = kind;
+    g_mutex_init(&j->lock);
+    j->pending = g_string_new(NULL);
+    j->full = g_string_new(NULL);
+    j->logprobs = -1;
+    tern_reasoning_init(&j->reasoning);
+    j->split_reasoning = kind == JOB_CHAT;
+    j->chat_kind = tn_model_chat_kind(srv->model, NULL);
+    j->created = g_get_real_time() / G_USEC_PER_SEC;
+    g_snprintf(j->id, sizeof j->id, "%s-%s%" G_GUINT64_FORMAT,
+               kind == JOB_CHAT ? "chatcmpl" : "cmpl", srv->id_base, ++srv->next_id);
+    j->body = g_byte_array_free_to_bytes(g_steal_pointer(&rb->data));
 
     j->msg = g_object_ref(msg);
     g_signal_connect_data(msg, "finished", G_CALLBACK(on_msg_done), job_ref(j),
                           (GClosureNotify)(void (*)(void))job_unref, 0);
     soup_server_message_pause(msg);
-    srv->pending++;
-#ifdef TERN_HAVE_IMAGEIO
-    if (j->n_images > 0) {
-        /* The pool takes our reference; images_decoded queues the job. */
-        g_thread_pool_push(srv->decode_pool, j, NULL);
-        return;
-    }
-#endif
-    enqueue(j);
+    /* The pool takes our reference. */
+    g_thread_pool_push(srv->parse_pool, j, NULL);
 }
 
 static void builder_model(JsonBuilder *b, tern_server *srv) {
@@ -2787,6 +2856,7 @@ void tern_server_run(tern_server *srv) {
         if (srv->cfg.vision)
             srv->decode_pool = g_thread_pool_new(decode_images, srv, DECODE_THREADS, FALSE, NULL);
 #endif
+        srv->parse_pool = g_thread_pool_new(parse_body, srv, PARSE_THREADS, FALSE, NULL);
         GSource *sig[2] = {NULL, NULL};
         if (srv->cfg.handle_signals) {
             sig[0] = g_unix_signal_source_new(SIGINT);
@@ -2810,6 +2880,11 @@ void tern_server_run(tern_server *srv) {
         stop_worker(srv);
         /* Decodes still running see the stop and hand their jobs back; the
          * context then answers them 503. */
+        /* Bodies still being read see the stop and hand their jobs back
+         * unread; the context answers them 503. Before the decode pool's
+         * end: body_parsed runs on the context, which waits until then. */
+        g_thread_pool_free(srv->parse_pool, FALSE, TRUE);
+        srv->parse_pool = NULL;
         if (srv->decode_pool)
             g_thread_pool_free(srv->decode_pool, FALSE, TRUE);
         srv->decode_pool = NULL;
