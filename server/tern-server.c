@@ -2142,8 +2142,11 @@ static gboolean body_parsed(gpointer data);
 static void parse_body(gpointer data, gpointer pool_data) {
     job *j = data;
     (void)pool_data;
-    /* Not for a client that left while it waited for a thread (an attacker
-     * sends and closes), nor at a stop: body_parsed answers neither. */
+    /* Not for a message already finished (on_msg_done) nor at a stop:
+     * body_parsed answers neither. A client that closed is only seen by
+     * body_parsed (client_closed asks the connections' table, the
+     * context's), so its body is parsed for nothing: bounded as any
+     * other body is, by the connections' cap. */
     if (!job_abandoned(j))
         parse_request(j);
     g_clear_pointer(&j->body, g_bytes_unref);

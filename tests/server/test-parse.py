@@ -136,12 +136,15 @@ while_big("8 MB of numbers", "/v1/completions",
           b'{"prompt": "hi", "max_tokens": 1, "user": [' + b"1234567890123456.5, " * 190000 +
           b'0], "model": "not-served"}', 404, "model_not_found")
 
-# A client that leaves while its body is read: nothing is answered to it,
-# and the server goes on.
+# A client that leaves while its body is read: counted abandoned once it
+# is read, as one that leaves in the queue, and the server goes on.
+abandoned = srv.health()["abandoned"]
 gone = connect()
 gone.sendall(post_bytes("/v1/completions", b'{"max_tokens": 1, "prompt": "' + word + b'"}'))
 sent_all(gone)
 gone.close()
+srv.wait_health(checks, "the client that left while its body was read is counted abandoned",
+                lambda h: h["abandoned"] == abandoned + 1)
 status, _, doc, out = srv.post("/v1/completions", {"prompt": "hi", "max_tokens": 2})
 checks.check(status == 200 and doc and doc["choices"][0]["text"] is not None,
              "a request after a client left during its read is answered: %d %r"
