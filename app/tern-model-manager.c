@@ -505,22 +505,6 @@ row_description (TernModelManager     *self,
   return tern_catalog_text (tag->description);
 }
 
-/* libadwaita's subtitle label of a row (style class "subtitle"). */
-static GtkWidget *
-find_subtitle_label (GtkWidget *widget)
-{
-  if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "subtitle"))
-    return widget;
-  for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_subtitle_label (c);
-
-      if (found != NULL)
-        return found;
-    }
-  return NULL;
-}
-
 /* The description in a wrapped label of its own between the title and the
  * subtitle: it was only a tooltip, which a touch screen or a keyboard never
  * shows, and the subtitle is rewritten on every download tick. */
@@ -529,7 +513,7 @@ add_description_label (GtkWidget  *row,
                        const char *text)
 {
   GtkWidget *label = gtk_label_new (text);
-  GtkWidget *subtitle = find_subtitle_label (row);
+  GtkWidget *subtitle = tern_row_find_subtitle_label (row);
 
   gtk_label_set_wrap (GTK_LABEL (label), TRUE);
   gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
@@ -555,7 +539,7 @@ row_place_buttons (GtkWidget *row,
                    GtkWidget *buttons,
                    gboolean   narrow)
 {
-  GtkWidget *subtitle = find_subtitle_label (row);
+  GtkWidget *subtitle = tern_row_find_subtitle_label (row);
   GtkWidget *words = subtitle != NULL ? gtk_widget_get_parent (subtitle) : NULL;
   GtkWidget *parent = gtk_widget_get_parent (buttons);
 

@@ -7,15 +7,14 @@
 
 #define FAILURE_KEY "tern-row-failure"
 
-/* libadwaita's subtitle label of the row (style class "subtitle"). */
-static GtkWidget *
-find_subtitle_label (GtkWidget *widget)
+GtkWidget *
+tern_row_find_subtitle_label (GtkWidget *widget)
 {
   if (GTK_IS_LABEL (widget) && gtk_widget_has_css_class (widget, "subtitle"))
     return widget;
   for (GtkWidget *c = gtk_widget_get_first_child (widget); c != NULL; c = gtk_widget_get_next_sibling (c))
     {
-      GtkWidget *found = find_subtitle_label (c);
+      GtkWidget *found = tern_row_find_subtitle_label (c);
 
       if (found != NULL)
         return found;
@@ -32,7 +31,7 @@ tern_row_set_failure (GtkWidget  *row,
 
   if (label == NULL)
     {
-      GtkWidget *subtitle = find_subtitle_label (row);
+      GtkWidget *subtitle = tern_row_find_subtitle_label (row);
       GtkWidget *box = subtitle != NULL ? gtk_widget_get_parent (subtitle) : NULL;
 
       label = gtk_label_new (NULL);

@@ -15,4 +15,8 @@ GtkWidget *tern_row_set_failure (GtkWidget  *row,
                                  GtkBox     *fallback,
                                  const char *sentence);
 
+/* libadwaita's subtitle label under WIDGET (style class "subtitle"), or
+ * NULL: the rows' words go beside it. */
+GtkWidget *tern_row_find_subtitle_label (GtkWidget *widget);
+
 G_END_DECLS
