@@ -129,18 +129,17 @@ tern_last_model_set (GSettings  *settings,
                      const char *path,
                      const char *tag)
 {
-  g_autofree char *uri = NULL;
+  g_autofree char *stored = tern_paths_to_stored (path);
 
-  if (!g_utf8_validate (path, -1, NULL) || g_str_has_prefix (path, "file:"))
+  /* A relative name a URI cannot hold as it is; NULL still, forgotten,
+   * not a critical. */
+  if (stored == NULL)
     {
       g_autofree char *absolute = g_canonicalize_filename (path, NULL);
 
-      /* NULL only for a name no URI can hold: forgotten, not a critical. */
-      uri = g_filename_to_uri (absolute, NULL, NULL);
-      if (uri == NULL)
-        uri = g_strdup ("");
+      stored = tern_paths_to_stored (absolute);
     }
-  g_settings_set_string (settings, "last-model", uri != NULL ? uri : path);
+  g_settings_set_string (settings, "last-model", stored != NULL ? stored : "");
   g_settings_set_string (settings, "last-model-tag", tag != NULL ? tag : "");
 }
 
@@ -151,18 +150,8 @@ tern_last_model_get (GSettings *settings)
 
   if (last == NULL || *last == '\0')
     return NULL;
-  if (g_str_has_prefix (last, "file:"))
-    {
-      g_autofree char *host = NULL;
-      g_autofree char *path = g_filename_from_uri (last, &host, NULL);
-
-      /* file://elsewhere/m.gguf names another machine's file: the local
-       * /m.gguf would be a different model (docs/APP.md). */
-      if (host != NULL && g_ascii_strcasecmp (host, "localhost") != 0)
-        return NULL;
-      return g_steal_pointer (&path);
-    }
-  return g_steal_pointer (&last);
+  /* docs/APP.md: a file: URI of another host opens nothing. */
+  return tern_paths_from_stored (last);
 }
 
 static TernWindow *

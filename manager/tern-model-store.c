@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tern.h"
+#include "tern-paths.h"
 
 #define STATE_SCHEMA 1
 #define STATE_FILE "installed.json"
@@ -214,13 +215,10 @@ tern_model_store_default_root (void)
 static char *
 local_path_to_json (const char *path)
 {
-  char *uri;
+  char *stored = tern_paths_to_stored (path);
 
-  if (g_utf8_validate (path, -1, NULL) && !g_str_has_prefix (path, "file:"))
-    return g_strdup (path);
-  uri = g_filename_to_uri (path, NULL, NULL);
   /* Only a relative path has no URI: kept as valid UTF-8, a broken entry. */
-  return uri != NULL ? uri : g_utf8_make_valid (path, -1);
+  return stored != NULL ? stored : g_utf8_make_valid (path, -1);
 }
 
 /* NULL: no path, or a file: URI that names no file of this machine (parse_state keeps
@@ -228,20 +226,7 @@ local_path_to_json (const char *path)
 static char *
 local_path_from_json (const char *text)
 {
-  if (text == NULL)
-    return NULL;
-  if (g_str_has_prefix (text, "file:"))
-    {
-      g_autofree char *host = NULL;
-      g_autofree char *path = g_filename_from_uri (text, &host, NULL);
-
-      /* g_filename_from_uri gives the path of another machine's file as
-       * well: the file of that name here is another one. */
-      if (host != NULL && g_ascii_strcasecmp (host, "localhost") != 0)
-        return NULL;
-      return g_steal_pointer (&path);
-    }
-  return g_strdup (text);
+  return text != NULL ? tern_paths_from_stored (text) : NULL;
 }
 
 static gboolean

@@ -161,3 +161,25 @@ tern_paths_xclbin_dir (void)
   datadir = tern_paths_datadir ();
   return g_build_filename (datadir, "tern", "xclbins", NULL);
 }
+
+char *
+tern_paths_to_stored (const char *path)
+{
+  if (g_utf8_validate (path, -1, NULL) && !g_str_has_prefix (path, "file:"))
+    return g_strdup (path);
+  return g_filename_to_uri (path, NULL, NULL);
+}
+
+char *
+tern_paths_from_stored (const char *text)
+{
+  g_autofree char *host = NULL;
+  g_autofree char *path = NULL;
+
+  if (!g_str_has_prefix (text, "file:"))
+    return g_strdup (text);
+  path = g_filename_from_uri (text, &host, NULL);
+  if (host != NULL && g_ascii_strcasecmp (host, "localhost") != 0)
+    return NULL;
+  return g_steal_pointer (&path);
+}

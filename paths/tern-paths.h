@@ -33,4 +33,15 @@ char       *tern_paths_catalog         (void);
  * else the build tree's xclbins/, else DATADIR/tern/xclbins. */
 char       *tern_paths_xclbin_dir      (void);
 
+/* A model file's path as a UTF-8 text (a GSettings string, JSON) holds
+ * it: the plain path where it is UTF-8, which is what older versions wrote
+ * and read, else its file: URI, which holds any bytes. NULL for a relative
+ * path that is not UTF-8 (no URI holds it). */
+char       *tern_paths_to_stored       (const char *path);
+/* The local file a stored text names: a plain path as it is, a file: URI
+ * as its file name. NULL for a file: value that is no URI (a relative
+ * one, %00) or names another host: file://elsewhere/m.gguf is not the
+ * /m.gguf of this machine. */
+char       *tern_paths_from_stored     (const char *text);
+
 G_END_DECLS
